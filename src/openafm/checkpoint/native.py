@@ -1,0 +1,93 @@
+"""openafm's native checkpoint: a directory with model.safetensors, config.json and the tokenizer.
+
+Writes are atomic: everything goes to a temporary sibling directory that is renamed into place, so a
+crash leaves either the old checkpoint or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from openafm.errors import CheckpointError
+from openafm.models.plan import DecoderConfig
+
+FORMAT = "openafm-decoder"
+FORMAT_VERSION = 1
+WEIGHTS, CONFIG = "model.safetensors", "config.json"
+
+
+def save_checkpoint(directory: str | Path, config: DecoderConfig, state_dict: dict[str, torch.Tensor],
+                    tokenizer=None, extra: dict | None = None) -> Path:
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    try:
+        tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
+        save_file(tensors, str(tmp / WEIGHTS), metadata={"format": FORMAT})
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": config.to_dict(), **(extra or {})}
+        (tmp / CONFIG).write_text(json.dumps(meta, indent=2) + "\n")
+        if tokenizer is not None:
+            tokenizer.save(tmp)
+        _fsync_dir(tmp)
+        _replace_dir(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
+def is_native_checkpoint(directory: Path) -> bool:
+    if not (directory / CONFIG).is_file():
+        return False
+    try:
+        return json.loads((directory / CONFIG).read_text()).get("format") == FORMAT
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def load_checkpoint(directory: str | Path) -> tuple[DecoderConfig, dict[str, torch.Tensor], dict]:
+    """-> (config, state dict, the whole config.json). Missing or corrupt files raise naming the file."""
+    directory = Path(directory)
+    config_path, weights_path = directory / CONFIG, directory / WEIGHTS
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise CheckpointError(f"{path}: missing (a native checkpoint holds {CONFIG} and {WEIGHTS})")
+    try:
+        meta = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{config_path}: not valid JSON ({e})") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{config_path}: format {meta.get('format')!r} is not {FORMAT!r}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{config_path}: format_version {meta.get('format_version')!r} is not supported "
+                              f"(this openafm reads version {FORMAT_VERSION})")
+    config = DecoderConfig.from_dict(meta["config"])
+    try:
+        state = load_file(str(weights_path))
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{weights_path}: cannot be read as safetensors ({e})") from None
+    return config, state, meta
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+        os.replace(new, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(new, target)
+
+
+def _fsync_dir(directory: Path) -> None:
+    for path in directory.iterdir():
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())

@@ -1,0 +1,80 @@
+"""The decoder: one stack of pre-norm blocks driven by a per-layer plan (`DecoderConfig.layers`)."""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from openafm.models.plan import DecoderConfig, LayerSpec
+from openafm.nn.attention import Attention, ForwardContext
+from openafm.nn.kv import FreshKV
+from openafm.nn.mlp import SwiGLU
+from openafm.nn.norm import RMSNorm
+from openafm.nn.rope import RotaryTable
+
+
+class Logits(enum.Enum):
+    ALL = "all"    # logits at every position [B, T, V]
+    LAST = "last"  # logits at the last position only [B, 1, V]; lets trailing KV-reader layers skip the rest
+
+
+class Block(nn.Module):
+    def __init__(self, config: DecoderConfig, spec: LayerSpec, index: int):
+        super().__init__()
+        self.attn_norm = RMSNorm(config.dim, config.norm_eps)
+        self.attn = Attention(dim=config.dim, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
+                              head_dim=config.attn_head_dim, spec=spec, index=index)
+        self.ffn_norm = RMSNorm(config.dim, config.norm_eps)
+        self.ffn = SwiGLU(config.dim, config.ffn_hidden)
+
+    def forward(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), ctx)
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.dim)
+        self.layers = nn.ModuleList(Block(config, spec, i) for i, spec in enumerate(config.layers))
+        self.norm = RMSNorm(config.dim, config.norm_eps)
+        self.lm_head = None if config.tie_embeddings else nn.Linear(config.dim, config.vocab_size, bias=False)
+        self.rope = RotaryTable(config.attn_head_dim, config.rope_theta, config.max_seq_len)
+        # Layers from here on only read earlier caches, so nothing needs their outputs at earlier positions.
+        self.bypass_from = next(i for i in range(config.n_layers + 1)
+                                if all(not s.owns_kv for s in config.layers[i:]))
+
+    def forward(self, input_ids: torch.Tensor, *, cache=None, positions: torch.Tensor | None = None,
+                logits: Logits = Logits.ALL) -> torch.Tensor:
+        """input_ids [B, T] -> logits [B, T, V] (or [B, 1, V] with Logits.LAST).
+
+        cache: a runtime KVCache to read and extend (None: a cache-free forward from position 0).
+        positions: [B, T] absolute positions, -1 for left padding (default: continue the cache).
+        """
+        b, t = input_ids.shape
+        if positions is None:
+            start = cache.next_position if cache is not None else 0
+            positions = torch.arange(start, start + t, device=input_ids.device).expand(b, t)
+        x = self.embed(input_ids)                                              # [B, T, D]
+        ctx = ForwardContext(store=cache if cache is not None else FreshKV(), positions=positions,
+                             padded=bool((positions < 0).any()) or (cache is not None and cache.padded))
+        if any(s.attention.uses_rope for s in self.config.layers):
+            ctx.cos, ctx.sin = self.rope.lookup(positions, x.dtype)
+        for i, layer in enumerate(self.layers):
+            if i == self.bypass_from and logits is Logits.LAST and t > 1:
+                x = x[:, -1:]                                                  # prefill bypass
+            x = layer(x, ctx)
+        if cache is not None:
+            cache.advance(positions)
+        if logits is Logits.LAST:
+            x = x[:, -1:]
+        x = self.norm(x)
+        head = self.lm_head.weight if self.lm_head is not None else self.embed.weight
+        return F.linear(x, head)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

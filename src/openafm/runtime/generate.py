@@ -1,0 +1,168 @@
+"""Prefill + decode for a batch of token prompts, with sampling, EOS, stop strings and streaming."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import torch
+
+from openafm.errors import ContextWindowExceededError
+from openafm.models.decoder import Decoder, Logits
+from openafm.runtime.kv_cache import KVCache
+from openafm.runtime.sampling import Sampler, SamplingParams
+from openafm.runtime.stops import StopMatcher
+
+
+class FinishReason:
+    EOS = "eos"          # the model produced an end-of-sequence token
+    STOP = "stop"        # a stop string appeared (it is cut from the text)
+    LENGTH = "length"    # max_new_tokens reached
+
+
+@dataclasses.dataclass
+class TokenEvent:
+    """One generated token of one row, with the newly visible text (may be '' while text is held back)."""
+    row: int
+    token_id: int
+    text: str
+
+
+@dataclasses.dataclass
+class GenerationStats:
+    prompt_tokens: int = 0          # all rows, padding excluded
+    new_tokens: int = 0             # all rows
+    prefill_seconds: float = 0.0
+    time_to_first_token: float = 0.0
+    decode_seconds: float = 0.0     # after the first token
+    decode_steps: int = 0           # forward passes after the first token
+    kv_cache_bytes: int = 0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Decode steps per second (per sequence: a batch of B produces B tokens per step)."""
+        return self.decode_steps / self.decode_seconds if self.decode_seconds else float("nan")
+
+
+@dataclasses.dataclass
+class Generation:
+    token_ids: list[int]
+    text: str | None
+    finish_reason: str
+
+
+@dataclasses.dataclass
+class _Row:
+    decoder: object | None           # tokenizer StreamDecoder, when text is wanted
+    text: str = ""
+    shown: int = 0                   # characters of text already streamed
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    finish: str | None = None
+
+
+def generate_tokens(model: Decoder, prompts: list[list[int]], *, max_new_tokens: int,
+                    sampling: SamplingParams = SamplingParams(), eos_token_ids: set[int] | frozenset = frozenset(),
+                    stop: list[str] | tuple[str, ...] = (), tokenizer=None,
+                    on_token: Callable[[TokenEvent], None] | None = None,
+                    stats: GenerationStats | None = None) -> list[Generation]:
+    """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid: use an integer >= 1")
+    if stop and tokenizer is None:
+        raise ValueError("stop strings need a tokenizer to decode text")
+    window = model.config.max_seq_len
+    longest = max(len(p) for p in prompts)
+    if longest + max_new_tokens > window:
+        raise ContextWindowExceededError(longest, window, max_new_tokens)
+
+    stats = stats if stats is not None else GenerationStats()
+    device = model.embed.weight.device
+    b = len(prompts)
+    stops = StopMatcher(stop)
+    rows = [_Row(decoder=_stream_decoder(tokenizer)) for _ in prompts]
+    sampler = Sampler(sampling, device)
+    cache = KVCache(model.config, batch_size=b, capacity=longest + max_new_tokens,
+                    dtype=model.embed.weight.dtype, device=device)
+    stats.kv_cache_bytes = cache.nbytes()
+    stats.prompt_tokens = sum(len(p) for p in prompts)
+
+    ids, positions = _left_pad(prompts, device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        logits = model(ids, cache=cache, positions=positions, logits=Logits.LAST)[:, -1]   # [B, V]
+        stats.prefill_seconds = time.perf_counter() - start
+        next_pos = positions[:, -1:] + 1                                                   # [B, 1]
+        for step in range(max_new_tokens):
+            tokens = sampler(logits)                                                       # [B]
+            if step == 0:
+                stats.time_to_first_token = time.perf_counter() - start
+                decode_start = time.perf_counter()
+            for r, tok in enumerate(tokens.tolist()):
+                if rows[r].finish is None:
+                    _accept(rows[r], r, tok, eos_token_ids, stops, on_token)
+                    stats.new_tokens += 1
+            if all(row.finish for row in rows) or step == max_new_tokens - 1:
+                break
+            logits = model(tokens[:, None], cache=cache, positions=next_pos)[:, -1]
+            next_pos = next_pos + 1
+            stats.decode_steps += 1
+        stats.decode_seconds = time.perf_counter() - decode_start
+    for r, row in enumerate(rows):
+        if row.finish is None:
+            row.finish = FinishReason.LENGTH
+            _flush(row, r, on_token)
+    return [Generation(row.tokens, row.text if row.decoder else None, row.finish) for row in rows]
+
+
+def _accept(row: _Row, r: int, tok: int, eos: set[int], stops: StopMatcher, on_token) -> None:
+    if tok in eos:
+        row.finish = FinishReason.EOS
+        _flush(row, r, on_token, token_id=tok)
+        return
+    row.tokens.append(tok)
+    if row.decoder is None:
+        if on_token:
+            on_token(TokenEvent(r, tok, ""))
+        return
+    before = len(row.text)
+    row.text += row.decoder.push(tok)
+    cut = stops.find(row.text, before) if stops.stops else None
+    if cut is not None:
+        row.text = row.text[:cut]
+        row.finish = FinishReason.STOP
+        _flush(row, r, on_token, token_id=tok)
+        return
+    visible = stops.safe_length(row.text) if stops.stops else len(row.text)
+    delta, row.shown = row.text[row.shown:visible], max(row.shown, visible)
+    if on_token:
+        on_token(TokenEvent(r, tok, delta))
+
+
+def _flush(row: _Row, r: int, on_token, token_id: int = -1) -> None:
+    """At the end of a row: show whatever text was held back."""
+    if row.decoder is not None and row.finish != FinishReason.STOP:
+        row.text += row.decoder.flush()
+    delta, row.shown = row.text[row.shown:], len(row.text)
+    if on_token and (delta or token_id >= 0):
+        on_token(TokenEvent(r, token_id, delta))
+
+
+def _stream_decoder(tokenizer):
+    if tokenizer is None:
+        return None
+    from openafm.tokenizer.stream import StreamDecoder
+    return StreamDecoder(tokenizer)
+
+
+def _left_pad(prompts: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> ids [B, L] (pad id 0) and positions [B, L] with -1 on padding."""
+    longest = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), longest, dtype=torch.long)
+    pos = torch.full((len(prompts), longest), -1, dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, longest - len(p):] = torch.tensor(p, dtype=torch.long)
+        pos[r, longest - len(p):] = torch.arange(len(p))
+    return ids.to(device), pos.to(device)

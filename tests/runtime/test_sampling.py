@@ -1,0 +1,53 @@
+import pytest
+import torch
+
+from openafm.errors import SamplingOptionError
+from openafm.runtime.sampling import Sampler, SamplingParams, _nucleus
+
+
+def test_greedy_is_argmax():
+    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(Sampler(SamplingParams())(logits), logits.argmax(-1))
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent():
+    logits = torch.zeros(1, 1000)
+    draw = lambda seed: [Sampler(SamplingParams(temperature=1.0, seed=seed))(logits).item() for _ in range(1)] + \
+        Sampler(SamplingParams(temperature=1.0, seed=seed))(logits.expand(8, -1)).tolist()
+    assert draw(7) == draw(7)
+    assert draw(7) != draw(8)
+
+
+def test_top_k_only_samples_the_k_best():
+    logits = torch.arange(20, dtype=torch.float32)[None].expand(2000, -1)
+    got = Sampler(SamplingParams(temperature=5.0, top_k=3, seed=0))(logits)
+    assert set(got.tolist()) == {17, 18, 19}
+
+
+def test_nucleus_keeps_smallest_set_reaching_top_p():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    kept = _nucleus(probs.log(), 0.8).isfinite()[0].tolist()
+    assert kept == [True, True, False, False]           # 0.5 + 0.3 reaches 0.8
+    kept = _nucleus(probs.log(), 0.81).isfinite()[0].tolist()
+    assert kept == [True, True, True, False]
+    kept = _nucleus(probs.log(), 0.1).isfinite()[0].tolist()
+    assert kept == [True, False, False, False]          # the top token always stays
+
+
+def test_sampling_frequencies_follow_temperature_softmax():
+    logits = torch.tensor([[0.0, 1.0, 2.0]])
+    sampler = Sampler(SamplingParams(temperature=2.0, seed=3))
+    counts = torch.bincount(sampler(logits.expand(20000, -1)), minlength=3).double() / 20000
+    expected = (logits[0] / 2.0).softmax(-1).double()
+    assert (counts - expected).abs().max().item() < 0.015
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(temperature=-1), "temperature=-1"), (dict(temperature=float("nan")), "temperature=nan"),
+    (dict(temperature=1, top_k=0), "top_k=0"), (dict(temperature=1, top_p=1.5), "top_p=1.5"),
+    (dict(temperature=1, top_p=0), "top_p=0"), (dict(top_k=5), "top_k has no effect"),
+    (dict(temperature=1, seed=-2), "seed=-2"),
+])
+def test_invalid_options_name_the_option(kwargs, name):
+    with pytest.raises(SamplingOptionError, match=name):
+        SamplingParams(**kwargs)
