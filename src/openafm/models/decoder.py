@@ -6,7 +6,8 @@ import enum
 
 import torch
 from torch import nn
-from torch.nn import functional as F
+
+from openafm.nn.linear import Linear, linear
 
 from openafm.models.plan import DecoderConfig, LayerSpec
 from openafm.nn.attention import Attention, ForwardContext
@@ -42,7 +43,7 @@ class Decoder(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.dim)
         self.layers = nn.ModuleList(Block(config, spec, i) for i, spec in enumerate(config.layers))
         self.norm = RMSNorm(config.dim, config.norm_eps)
-        self.lm_head = None if config.tie_embeddings else nn.Linear(config.dim, config.vocab_size, bias=False)
+        self.lm_head = None if config.tie_embeddings else Linear(config.dim, config.vocab_size, bias=False)
         self.rope = RotaryTable(config.attn_head_dim, config.rope_theta, config.max_seq_len)
         # Layers from here on only read earlier caches, so nothing needs their outputs at earlier positions.
         self.bypass_from = next(i for i in range(config.n_layers + 1)
@@ -60,21 +61,22 @@ class Decoder(nn.Module):
             start = cache.next_position if cache is not None else 0
             positions = torch.arange(start, start + t, device=input_ids.device).expand(b, t)
         x = self.embed(input_ids)                                              # [B, T, D]
-        ctx = ForwardContext(store=cache if cache is not None else FreshKV(), positions=positions,
-                             padded=bool((positions < 0).any()) or (cache is not None and cache.padded))
+        store = cache if cache is not None else FreshKV()
+        ctx = ForwardContext(store=store, positions=positions, padded=store.padded or bool((positions < 0).any()))
         if any(s.attention.uses_rope for s in self.config.layers):
             ctx.cos, ctx.sin = self.rope.lookup(positions, x.dtype)
+        store.begin(positions)
         for i, layer in enumerate(self.layers):
             if i == self.bypass_from and logits is Logits.LAST and t > 1:
                 x = x[:, -1:]                                                  # prefill bypass
             x = layer(x, ctx)
-        if cache is not None:
-            cache.advance(positions)
+        store.end(positions)
         if logits is Logits.LAST:
             x = x[:, -1:]
         x = self.norm(x)
-        head = self.lm_head.weight if self.lm_head is not None else self.embed.weight
-        return F.linear(x, head)
+        if self.lm_head is not None:
+            return self.lm_head(x)
+        return linear(x, self.embed.weight)                                   # tied embeddings
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -6,6 +6,8 @@ import dataclasses
 
 import torch
 from torch import nn
+
+from openafm.nn.linear import Linear
 from torch.nn import functional as F
 
 from openafm.models.plan import AttentionKind, LayerSpec
@@ -18,16 +20,22 @@ from openafm.nn.rope import apply_rope
 class ForwardContext:
     """What every layer of one forward pass shares: the K/V store, positions, rotary tables, masks."""
 
-    store: object                    # nn.kv.FreshKV or runtime.kv_cache.KVCache (write/read)
+    store: object                    # nn.kv.FreshKV or runtime.kv_cache.KVCache (begin/write/read/end)
     positions: torch.Tensor          # [B, T] positions of the new tokens (-1 = left padding)
     padded: bool                     # any padding in the batch: always use explicit masks
-    cos: torch.Tensor | None = None  # [B, 1, T, Dh]
-    sin: torch.Tensor | None = None
+    cos: torch.Tensor | None = None  # [B, T, 1, Dh]
+    sin: torch.Tensor | None = None  # [B, T, 1, Dh], sign folded in (see nn.rope)
     masks: dict = dataclasses.field(default_factory=dict)
 
-    def mask(self, spec: LayerSpec, q_pos: torch.Tensor, kv: LayerKV) -> tuple[torch.Tensor | None, bool]:
-        """(attn_mask, is_causal) for queries at q_pos [B, Tq] over kv; cached per kind and query count."""
-        tq, s = q_pos.shape[1], kv.k_pos.shape[1]
+    def rotary(self, tq: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin of the last tq tokens (all of them unless the prefill bypass sliced the queries)."""
+        if tq == self.positions.shape[1]:
+            return self.cos, self.sin
+        return self.cos[:, -tq:], self.sin[:, -tq:]
+
+    def mask(self, spec: LayerSpec, tq: int, kv: LayerKV) -> tuple[torch.Tensor | None, bool]:
+        """(attn_mask, is_causal) for the last tq queries over kv; cached per kind and shape."""
+        s = kv.k_pos.shape[1]
         window = spec.window
         if not self.padded:
             fits = window is None or s <= window
@@ -37,7 +45,7 @@ class ForwardContext:
                 return None, False
         key = (spec.attention, window, tq, s)
         if key not in self.masks:
-            self.masks[key] = visibility_mask(q_pos, kv.k_pos, window)
+            self.masks[key] = visibility_mask(self.positions[:, -tq:], kv.k_pos, window)
         return self.masks[key], False
 
 
@@ -49,38 +57,36 @@ class Attention(nn.Module):
         q_out, kv_out = n_heads * head_dim, n_kv_heads * head_dim
         self.split = (q_out, kv_out, kv_out)
         if spec.owns_kv:
-            self.qkv = nn.Linear(dim, q_out + 2 * kv_out, bias=False)  # rows: q, k, v
+            self.qkv = Linear(dim, q_out + 2 * kv_out, bias=False)  # rows: q, k, v
         else:
-            self.q = nn.Linear(dim, q_out, bias=False)                 # K/V come from layer spec.kv_source
-        self.out = nn.Linear(q_out, dim, bias=False)
+            self.q = Linear(dim, q_out, bias=False)                 # K/V come from layer spec.kv_source
+        self.out = Linear(q_out, dim, bias=False)
 
     def forward(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:  # [B, T, D] -> [B, T, D]
         b, t, _ = x.shape
+        h, hkv, dh = self.n_heads, self.n_kv_heads, self.head_dim
         rope = self.spec.attention.uses_rope
+        # Queries are the last T of the forward's tokens (T < all when the prefill bypass sliced them).
+        cos, sin = ctx.rotary(t) if rope else (None, None)
         if self.spec.owns_kv:
-            q, k, v = self.qkv(x).split(self.split, dim=-1)
-            k = k.view(b, t, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, T, Dh]
-            v = v.view(b, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
-            if rope:
-                k = apply_rope(k, ctx.cos, ctx.sin)
-            kv = ctx.store.write(self.index, k, v, ctx.positions)
+            qkv = self.qkv(x).view(b, t, h + 2 * hkv, dh)                      # [B, T, H + 2Hkv, Dh]
+            qk = apply_rope(qkv[:, :, :h + hkv], cos, sin) if rope else qkv    # rotate q and k together
+            q, k, v = qk[:, :, :h], qk[:, :, h:h + hkv], qkv[:, :, h + hkv:]
+            kv = ctx.store.write(self.index, self.spec, k.transpose(1, 2), v.transpose(1, 2))
         else:
-            q = self.q(x)
+            q = self.q(x).view(b, t, h, dh)
+            q = apply_rope(q, cos, sin) if rope else q
             kv = ctx.store.read(self.spec.kv_source)
-        q = q.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)         # [B, H, T, Dh]
-        if rope:
-            # The query tokens are the last T of the forward's tokens (T < all when prefill is bypassed).
-            q = apply_rope(q, ctx.cos[:, :, -t:], ctx.sin[:, :, -t:])
-        mask, causal = ctx.mask(self.spec, ctx.positions[:, -t:], kv)
-        o = self._attend(q, kv.k, kv.v, mask, causal)                         # [B, H, T, Dh]
-        return self.out(o.transpose(1, 2).reshape(b, t, -1))
+        mask, causal = ctx.mask(self.spec, t, kv)
+        o = self._attend(q.transpose(1, 2), kv.k, kv.v, mask, causal)         # [B, H, T, Dh]
+        return self.out(o.transpose(1, 2).reshape(b, t, h * dh))
 
     def _attend(self, q, k, v, mask, causal) -> torch.Tensor:
         b, h, t, dh = q.shape
         groups = self.n_heads // self.n_kv_heads
         if t == 1 and groups > 1:
             # One query per head: fold each KV group's query heads into the query axis so K/V are not repeated.
-            qg = q.view(b, self.n_kv_heads, groups, dh)                           # [B, Hkv, G, Dh]
+            qg = q.reshape(b, self.n_kv_heads, groups, dh)                           # [B, Hkv, G, Dh]
             og = F.scaled_dot_product_attention(qg, k, v, attn_mask=mask)         # mask [B, 1, 1, S] broadcasts
             return og.view(b, h, 1, dh)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=groups > 1)

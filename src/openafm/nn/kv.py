@@ -1,9 +1,9 @@
 """The contract between attention layers and whatever holds their keys and values.
 
-An owner layer `write`s the K/V of the new tokens and gets back the keys it must attend to (cached plus
-new) with their positions. A reader layer (no K/V projections) `read`s what its source layer got back
-in the same forward pass. `FreshKV` is the store of a cache-free forward (training, scoring); the
-runtime's `KVCache` keeps K/V across calls.
+A forward pass calls `begin(positions)` once, then each owner layer `write`s the K/V of the new tokens
+and gets back the keys it must attend to (cached plus new) with their positions; a reader layer (no K/V
+projections) `read`s what its source layer got back; `end()` closes the pass. `FreshKV` is the store
+of a cache-free forward (training, scoring); the runtime's `KVCache` keeps K/V across calls.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import dataclasses
 import enum
 
 import torch
+
+from openafm.models.plan import LayerSpec
 
 
 class KeyLayout(enum.Enum):
@@ -31,13 +33,22 @@ class LayerKV:
 class FreshKV:
     """K/V of one cache-free forward pass: each owner's fresh K/V, kept for the layers that read them."""
 
+    padded = False
+
     def __init__(self) -> None:
         self._by_layer: dict[int, LayerKV] = {}
+        self._positions: torch.Tensor | None = None
 
-    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, k_pos: torch.Tensor) -> LayerKV:
-        kv = LayerKV(k, v, k_pos, KeyLayout.PREFIX)
+    def begin(self, positions: torch.Tensor) -> None:
+        self._positions = positions
+
+    def write(self, layer: int, spec: LayerSpec, k: torch.Tensor, v: torch.Tensor) -> LayerKV:
+        kv = LayerKV(k, v, self._positions, KeyLayout.PREFIX)
         self._by_layer[layer] = kv
         return kv
 
     def read(self, layer: int) -> LayerKV:
         return self._by_layer[layer]
+
+    def end(self, positions: torch.Tensor) -> None:
+        self._by_layer.clear()

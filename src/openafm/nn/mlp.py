@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+
+from openafm.nn.linear import Linear
 from torch.nn import functional as F
 
 
@@ -11,8 +13,8 @@ class SwiGLU(nn.Module):
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.hidden = hidden
-        self.gate_up = nn.Linear(dim, 2 * hidden, bias=False)  # rows [0, H): gate, [H, 2H): up
-        self.down = nn.Linear(hidden, dim, bias=False)
+        self.gate_up = Linear(dim, 2 * hidden, bias=False)  # rows [0, H): gate, [H, 2H): up
+        self.down = Linear(hidden, dim, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, D] -> [B, T, D]
         gate, up = self.gate_up(x).split(self.hidden, dim=-1)

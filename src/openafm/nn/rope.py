@@ -1,4 +1,8 @@
-"""Rotary position embeddings in the rotate-half layout (the Hugging Face Llama convention)."""
+"""Rotary position embeddings in the rotate-half layout (the Hugging Face Llama convention).
+
+rotate_half(x) = cat(-x2, x1) for halves x1, x2 of the head dimension; we store sin with the sign
+folded in (sin_signed = cat(-sin, sin) per half), so rope(x) = x * cos + swap_halves(x) * sin_signed.
+"""
 
 from __future__ import annotations
 
@@ -13,21 +17,21 @@ class RotaryTable(nn.Module):
         super().__init__()
         inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv_freq  # [P, Dh/2]
-        angles = torch.cat([angles, angles], dim=-1)                                   # [P, Dh]
-        self.register_buffer("cos", angles.cos().float(), persistent=False)
-        self.register_buffer("sin", angles.sin().float(), persistent=False)
+        cos, sin = angles.cos(), angles.sin()
+        self.register_buffer("cos", torch.cat([cos, cos], -1).float(), persistent=False)          # [P, Dh]
+        self.register_buffer("sin_signed", torch.cat([-sin, sin], -1).float(), persistent=False)  # [P, Dh]
 
     def lookup(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [B, T] (padding is -1, clamped to 0) -> cos, sin [B, 1, T, Dh]."""
+        """positions [B, T] (padding is -1, clamped to 0) -> cos, sin_signed [B, T, 1, Dh]."""
         idx = positions.clamp(min=0)
-        return self.cos[idx].unsqueeze(1).to(dtype), self.sin[idx].unsqueeze(1).to(dtype)
+        return self.cos[idx].unsqueeze(2).to(dtype), self.sin_signed[idx].unsqueeze(2).to(dtype)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([-x2, x1], dim=-1)
+def swap_halves(x: torch.Tensor) -> torch.Tensor:
+    """[..., Dh] -> [..., Dh] with the two halves exchanged (a roll by half the width)."""
+    return torch.roll(x, x.shape[-1] // 2, dims=-1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [B, H, T, Dh], cos/sin [B, 1, T, Dh] -> rotated x."""
-    return x * cos + rotate_half(x) * sin
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """x [B, T, N, Dh], cos/sin_signed [B, T, 1, Dh] -> rotated x (equal to x*cos + rotate_half(x)*sin)."""
+    return torch.addcmul(x * cos, swap_halves(x), sin_signed)

@@ -4,8 +4,9 @@
 - sliding layers: a ring buffer of `window` slots (slot = time step mod window);
 - layers that read another layer's cache: no storage at all.
 
-Slots are indexed by the shared time step (the same for every row of the batch); each slot also keeps
-the absolute position of what it holds per row (-1 = empty or left padding), from which masks follow.
+Slots are indexed by the shared time step (the same for every row of the batch). The absolute position
+held in each slot (-1 = empty or left padding) is kept once per group of layers that share a slot
+layout (all full layers; all ring layers of one window), and masks are derived from it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from openafm.errors import ContextWindowExceededError
-from openafm.models.plan import AttentionKind, DecoderConfig
+from openafm.models.plan import AttentionKind, DecoderConfig, LayerSpec
 from openafm.nn.kv import KeyLayout, LayerKV
 
 
@@ -21,14 +22,12 @@ class FullLayerCache:
     def __init__(self, batch: int, heads: int, capacity: int, head_dim: int, dtype, device):
         self.k = torch.zeros(batch, heads, capacity, head_dim, dtype=dtype, device=device)
         self.v = torch.zeros_like(self.k)
-        self.pos = torch.full((batch, capacity), -1, dtype=torch.long, device=device)
 
-    def write(self, t0: int, k: torch.Tensor, v: torch.Tensor, k_pos: torch.Tensor) -> LayerKV:
+    def write(self, t0: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         t1 = t0 + k.shape[2]
         self.k[:, :, t0:t1] = k
         self.v[:, :, t0:t1] = v
-        self.pos[:, t0:t1] = k_pos
-        return LayerKV(self.k[:, :, :t1], self.v[:, :, :t1], self.pos[:, :t1], KeyLayout.PREFIX)
+        return self.k[:, :, :t1], self.v[:, :, :t1]
 
     def nbytes(self) -> int:
         return self.k.nbytes + self.v.nbytes
@@ -39,34 +38,33 @@ class RingLayerCache:
         self.window = window
         self.k = torch.zeros(batch, heads, window, head_dim, dtype=dtype, device=device)
         self.v = torch.zeros_like(self.k)
-        self.pos = torch.full((batch, window), -1, dtype=torch.long, device=device)
 
-    def write(self, t0: int, k: torch.Tensor, v: torch.Tensor, k_pos: torch.Tensor) -> LayerKV:
+    def write(self, t0: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         w, t = self.window, k.shape[2]
         if t == 1:
-            slot = t0 % w
-            self.k[:, :, slot] = k[:, :, 0]
-            self.v[:, :, slot] = v[:, :, 0]
-            self.pos[:, slot] = k_pos[:, 0]
+            self.k[:, :, t0 % w] = k[:, :, 0]
+            self.v[:, :, t0 % w] = v[:, :, 0]
             filled = min(t0 + 1, w)
-            layout = KeyLayout.PREFIX if t0 < w else KeyLayout.ALL_VISIBLE
-            return LayerKV(self.k[:, :, :filled], self.v[:, :, :filled], self.pos[:, :filled], layout)
-        # Several new tokens: they attend to what the ring held before them plus each other.
+            return self.k[:, :, :filled], self.v[:, :, :filled]
+        # Several new tokens attend to what the ring held before them plus each other.
         if t0 == 0:
-            out = LayerKV(k, v, k_pos, KeyLayout.PREFIX)
+            out = (k, v)
         else:
             filled = min(t0, w)
-            out = LayerKV(torch.cat([self.k[:, :, :filled], k], 2), torch.cat([self.v[:, :, :filled], v], 2),
-                          torch.cat([self.pos[:, :filled], k_pos], 1), KeyLayout.ARBITRARY)
-        keep = min(t, w)                                   # only the last `window` steps stay in the ring
-        slots = torch.arange(t0 + t - keep, t0 + t, device=k.device) % w
+            out = (torch.cat([self.k[:, :, :filled], k], 2), torch.cat([self.v[:, :, :filled], v], 2))
+        slots, keep = _ring_slots(t0, t, w, k.device)
         self.k[:, :, slots] = k[:, :, -keep:]
         self.v[:, :, slots] = v[:, :, -keep:]
-        self.pos[:, slots] = k_pos[:, -keep:]
         return out
 
     def nbytes(self) -> int:
         return self.k.nbytes + self.v.nbytes
+
+
+def _ring_slots(t0: int, t: int, window: int, device) -> tuple[torch.Tensor, int]:
+    """Slots receiving the last min(t, window) of t steps written from step t0."""
+    keep = min(t, window)
+    return torch.arange(t0 + t - keep, t0 + t, device=device) % window, keep
 
 
 class KVCache:
@@ -79,48 +77,75 @@ class KVCache:
         self.config, self.capacity, self.batch_size = config, capacity, batch_size
         self.steps = 0           # time steps written so far (shared by all rows)
         self.padded = False      # whether any stored slot is left padding
-        self._next_pos: torch.Tensor | None = None
-        self.layers: list[FullLayerCache | RingLayerCache | None] = []
         hkv, dh = config.n_kv_heads, config.attn_head_dim
+        self.layers: list[FullLayerCache | RingLayerCache | None] = []
+        self._pos: dict[int | None, torch.Tensor] = {}        # group (window or None) -> [B, slots]
         for spec in config.layers:
             if not spec.owns_kv:
                 self.layers.append(None)
-            elif spec.attention is AttentionKind.SLIDING_ROPE:
-                self.layers.append(RingLayerCache(batch_size, hkv, min(spec.window, capacity), dh, dtype, device))
-            else:
-                self.layers.append(FullLayerCache(batch_size, hkv, capacity, dh, dtype, device))
+                continue
+            window = _group(spec, capacity)
+            slots = capacity if window is None else window
+            self._pos.setdefault(window, torch.full((batch_size, slots), -1, dtype=torch.long, device=device))
+            cls = FullLayerCache if window is None else RingLayerCache
+            self.layers.append(cls(batch_size, hkv, slots, dh, dtype, device))
+        self._visible: dict[int | None, tuple[torch.Tensor, KeyLayout]] = {}
         self._written: dict[int, LayerKV] = {}
+        self._t = 0
 
     # --- the nn.kv store contract -------------------------------------------------------------
-    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, k_pos: torch.Tensor) -> LayerKV:
-        if self.steps + k.shape[2] > self.capacity:
-            raise ContextWindowExceededError(self.steps + k.shape[2], self.capacity)
-        kv = self.layers[layer].write(self.steps, k, v, k_pos)
-        self._written[layer] = kv
+    def begin(self, positions: torch.Tensor) -> None:
+        """Record the positions of the T new tokens ([B, T]) in every slot group."""
+        t0, t = self.steps, positions.shape[1]
+        if t0 + t > self.capacity:
+            raise ContextWindowExceededError(t0 + t, self.capacity)
+        self._t = t
+        for window, pos in self._pos.items():
+            if window is None:
+                pos[:, t0:t0 + t] = positions
+                self._visible[window] = (pos[:, :t0 + t], KeyLayout.PREFIX)
+            elif t == 1:
+                pos[:, t0 % window] = positions[:, 0]
+                layout = KeyLayout.PREFIX if t0 < window else KeyLayout.ALL_VISIBLE
+                self._visible[window] = (pos[:, :min(t0 + 1, window)], layout)
+            else:
+                if t0 == 0:
+                    self._visible[window] = (positions, KeyLayout.PREFIX)
+                else:
+                    before = pos[:, :min(t0, window)].clone()
+                    self._visible[window] = (torch.cat([before, positions], 1), KeyLayout.ARBITRARY)
+                slots, keep = _ring_slots(t0, t, window, positions.device)
+                pos[:, slots] = positions[:, -keep:]
+
+    def write(self, layer: int, spec: LayerSpec, k: torch.Tensor, v: torch.Tensor) -> LayerKV:
+        k_all, v_all = self.layers[layer].write(self.steps, k, v)
+        k_pos, layout = self._visible[_group(spec, self.capacity)]
+        kv = self._written[layer] = LayerKV(k_all, v_all, k_pos, layout)
         return kv
 
     def read(self, layer: int) -> LayerKV:
         return self._written[layer]
 
+    def end(self, positions: torch.Tensor) -> None:
+        self.steps += self._t
+        self.padded = self.padded or bool((positions < 0).any())
+        self._written.clear()
+        self._visible.clear()
+
     # --- bookkeeping --------------------------------------------------------------------------
     @property
     def next_position(self) -> int:
-        """The next position when no row is padded (all rows at the same position)."""
+        """The next position of an unpadded batch (every row at the same position)."""
         return self.steps
 
-    def next_positions(self) -> torch.Tensor:
-        """[B] the next position of each row (rows of a left-padded batch differ)."""
-        if self._next_pos is None:
-            return torch.full((self.batch_size,), self.steps, dtype=torch.long)
-        return self._next_pos
-
-    def advance(self, positions: torch.Tensor) -> None:
-        """Called by the decoder after a forward pass over `positions` [B, T]."""
-        self.steps += positions.shape[1]
-        self.padded = self.padded or bool((positions < 0).any())
-        self._next_pos = positions.max(dim=1).values + 1
-        self._written.clear()
-
     def nbytes(self) -> int:
-        """Bytes held by K/V storage (position bookkeeping excluded)."""
+        """Bytes held by K/V storage (the per-group position bookkeeping is excluded)."""
         return sum(layer.nbytes() for layer in self.layers if layer is not None)
+
+
+def _group(spec: LayerSpec, capacity: int) -> int | None:
+    """The slot group of an owner layer: None for full layers, the window for ring layers. A window at
+    least as long as the whole cache never wraps, so such a layer is stored as a full layer."""
+    if spec.attention is AttentionKind.SLIDING_ROPE and spec.window < capacity:
+        return spec.window
+    return None
