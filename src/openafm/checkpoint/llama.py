@@ -20,9 +20,15 @@ def config_from_hf(hf: dict[str, Any], source: str) -> DecoderConfig:
     model_type = hf.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise CheckpointError(f"{source}: model_type {model_type!r} is not supported; supported: {SUPPORTED_MODEL_TYPES}")
-    for key in ("rope_scaling", "sliding_window"):
-        if hf.get(key):
-            raise CheckpointError(f"{source}: {key}={hf[key]!r} is not supported by the Llama importer")
+    if hf.get("sliding_window"):
+        raise CheckpointError(f"{source}: sliding_window={hf['sliding_window']!r} is not supported by the Llama importer")
+    # transformers 4.x writes rope_theta (+ rope_scaling); 5.x writes rope_parameters {rope_theta, rope_type}.
+    rope = dict(hf.get("rope_parameters") or {})
+    rope_type = rope.get("rope_type", (hf.get("rope_scaling") or {}).get("rope_type", "default"))
+    if rope_type != "default" or (hf.get("rope_scaling") and hf["rope_scaling"].get("rope_type", "default") != "default"):
+        raise CheckpointError(f"{source}: rope_type {rope_type!r} (rope scaling) is not supported by the Llama "
+                              f"importer; supported: 'default'")
+    rope_theta = rope.get("rope_theta", hf.get("rope_theta", 10000.0))
     if hf.get("attention_bias") or hf.get("mlp_bias"):
         raise CheckpointError(f"{source}: attention/MLP biases are not supported by the Llama importer")
     if hf.get("hidden_act", "silu") != "silu":
@@ -33,7 +39,7 @@ def config_from_hf(hf: dict[str, Any], source: str) -> DecoderConfig:
             vocab_size=hf["vocab_size"], dim=hf["hidden_size"], n_heads=n_heads,
             n_kv_heads=hf.get("num_key_value_heads", n_heads), head_dim=hf.get("head_dim"),
             ffn_hidden=hf["intermediate_size"], norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            rope_theta=float(hf.get("rope_theta", 10000.0)),
+            rope_theta=float(rope_theta),
             max_seq_len=hf.get("max_position_embeddings", 2048),
             tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
             layers=[LayerSpec() for _ in range(hf["num_hidden_layers"])])

@@ -45,12 +45,20 @@ def save_checkpoint(directory: str | Path, config: DecoderConfig, state_dict: di
 
 
 def is_native_checkpoint(directory: Path) -> bool:
+    """Whether directory holds an openafm config.json (a config.json that is not JSON raises)."""
     if not (directory / CONFIG).is_file():
         return False
+    return _read_json(directory / CONFIG).get("format") == FORMAT
+
+
+def _read_json(path: Path) -> dict:
     try:
-        return json.loads((directory / CONFIG).read_text()).get("format") == FORMAT
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def load_checkpoint(directory: str | Path) -> tuple[DecoderConfig, dict[str, torch.Tensor], dict]:
@@ -60,10 +68,7 @@ def load_checkpoint(directory: str | Path) -> tuple[DecoderConfig, dict[str, tor
     for path in (config_path, weights_path):
         if not path.is_file():
             raise CheckpointError(f"{path}: missing (a native checkpoint holds {CONFIG} and {WEIGHTS})")
-    try:
-        meta = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{config_path}: not valid JSON ({e})") from None
+    meta = _read_json(config_path)
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{config_path}: format {meta.get('format')!r} is not {FORMAT!r}")
     if meta.get("format_version") != FORMAT_VERSION:

