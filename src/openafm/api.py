@@ -142,8 +142,7 @@ def _from_gguf(path: Path, name: str) -> LanguageModel:
 
 def build_with_weights(config: DecoderConfig, state: dict[str, torch.Tensor], source: str) -> Decoder:
     """A decoder with exactly these weights: missing, unexpected or misshapen tensors raise naming them."""
-    with torch.device("meta"):
-        model = Decoder(config)
+    model = Decoder(config, device="meta")
     expected = {k: v.shape for k, v in model.state_dict().items()}
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     wrong = [f"{k}: {tuple(state[k].shape)} vs {tuple(s)}" for k, s in expected.items()
@@ -152,7 +151,6 @@ def build_with_weights(config: DecoderConfig, state: dict[str, torch.Tensor], so
         raise CheckpointError(f"{source}: weights do not fit the config: missing {missing[:5]}, "
                               f"unexpected {extra[:5]}, wrong shapes {wrong[:5]}")
     model.load_state_dict(state, assign=True, strict=True)
-    model.rope = type(model.rope)(config.attn_head_dim, config.rope_theta, config.max_seq_len)  # off the meta device
     return model
 
 

@@ -42,8 +42,7 @@ def test_sharing_layers_have_no_kv_parameters():
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - CONFIG_ONLY))
 def test_param_count_formula_matches_module(name):
     config = get_preset(name)
-    with torch.device("meta"):
-        model = Decoder(config)
+    model = Decoder(config, device="meta")
     assert model.num_parameters() == config.param_count()
 
 

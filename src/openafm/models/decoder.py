@@ -23,13 +23,13 @@ class Logits(enum.Enum):
 
 
 class Block(nn.Module):
-    def __init__(self, config: DecoderConfig, spec: LayerSpec, index: int):
+    def __init__(self, config: DecoderConfig, spec: LayerSpec, index: int, device=None):
         super().__init__()
-        self.attn_norm = RMSNorm(config.dim, config.norm_eps)
+        self.attn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
         self.attn = Attention(dim=config.dim, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
-                              head_dim=config.attn_head_dim, spec=spec, index=index)
-        self.ffn_norm = RMSNorm(config.dim, config.norm_eps)
-        self.ffn = SwiGLU(config.dim, config.ffn_hidden)
+                              head_dim=config.attn_head_dim, spec=spec, index=index, device=device)
+        self.ffn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
+        self.ffn = SwiGLU(config.dim, config.ffn_hidden, device=device)
 
     def forward(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), ctx)
@@ -37,13 +37,16 @@ class Block(nn.Module):
 
 
 class Decoder(nn.Module):
-    def __init__(self, config: DecoderConfig):
+    def __init__(self, config: DecoderConfig, *, device: torch.device | str | None = None):
+        """device="meta" builds the structure without memory (to be filled by load_state_dict(assign=True));
+        the rotary table is always real."""
         super().__init__()
         self.config = config
-        self.embed = nn.Embedding(config.vocab_size, config.dim)
-        self.layers = nn.ModuleList(Block(config, spec, i) for i, spec in enumerate(config.layers))
-        self.norm = RMSNorm(config.dim, config.norm_eps)
-        self.lm_head = None if config.tie_embeddings else Linear(config.dim, config.vocab_size, bias=False)
+        self.embed = nn.Embedding(config.vocab_size, config.dim, device=device)
+        self.layers = nn.ModuleList(Block(config, spec, i, device) for i, spec in enumerate(config.layers))
+        self.norm = RMSNorm(config.dim, config.norm_eps, device=device)
+        self.lm_head = (None if config.tie_embeddings
+                        else Linear(config.dim, config.vocab_size, bias=False, device=device))
         self.rope = RotaryTable(config.attn_head_dim, config.rope_theta, config.max_seq_len)
         # Layers from here on only read earlier caches, so nothing needs their outputs at earlier positions.
         self.bypass_from = next(i for i in range(config.n_layers + 1)

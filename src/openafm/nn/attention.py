@@ -50,17 +50,18 @@ class ForwardContext:
 
 
 class Attention(nn.Module):
-    def __init__(self, *, dim: int, n_heads: int, n_kv_heads: int, head_dim: int, spec: LayerSpec, index: int):
+    def __init__(self, *, dim: int, n_heads: int, n_kv_heads: int, head_dim: int, spec: LayerSpec, index: int,
+                 device=None):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
         self.spec, self.index = spec, index
         q_out, kv_out = n_heads * head_dim, n_kv_heads * head_dim
         self.split = (q_out, kv_out, kv_out)
         if spec.owns_kv:
-            self.qkv = Linear(dim, q_out + 2 * kv_out, bias=False)  # rows: q, k, v
+            self.qkv = Linear(dim, q_out + 2 * kv_out, bias=False, device=device)  # rows: q, k, v
         else:
-            self.q = Linear(dim, q_out, bias=False)                 # K/V come from layer spec.kv_source
-        self.out = Linear(q_out, dim, bias=False)
+            self.q = Linear(dim, q_out, bias=False, device=device)  # K/V come from layer spec.kv_source
+        self.out = Linear(q_out, dim, bias=False, device=device)
 
     def forward(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:  # [B, T, D] -> [B, T, D]
         b, t, _ = x.shape

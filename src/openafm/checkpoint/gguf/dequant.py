@@ -1,0 +1,165 @@
+"""ggml tensor data -> float32, with whole-tensor torch ops (no loop over blocks).
+
+Results are bit-identical to gguf-py's `gguf.quants.dequantize`: every kernel does the same float32
+operations in the same order (scale as float16 -> float32, then `d * q`, then `+ m`), and none is
+fused into a single rounding.
+
+Block layouts (ggml-common.h); a block holds 32 values (256 for the K-quants):
+
+    Q8_0  f16 d | 32 x int8 q                           x = d * q
+    Q4_0  f16 d | 16 bytes: q[j] low nibble, q[j+16] high    x = d * (q - 8)
+    Q4_1  f16 d | f16 m | 16 bytes of nibbles as Q4_0          x = d * q + m
+    Q5_0  f16 d | u32 fifth bits (bit j -> q[j]) | nibbles    x = d * (q - 16)
+    Q5_1  f16 d | f16 m | u32 fifth bits | nibbles             x = d * q + m
+    Q6_K  128 B low nibbles | 64 B two-bit highs | 16 x int8 scales | f16 d
+                                                         x = (d * scale[sub-block of 16]) * (q - 32)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+
+from openafm.checkpoint.gguf.types import BLOCK_SIZES, GGMLType
+from openafm.errors import CheckpointError
+
+
+def dequantize(raw: torch.Tensor, ggml_type: GGMLType, *, where: str) -> torch.Tensor:
+    """[n_bytes] uint8 as stored -> [n_elements] float32 (a new tensor, never a view of `raw`).
+
+    `where` names the tensor in errors (e.g. "model.gguf: tensor 'blk.0.attn_q.weight'").
+    """
+    kernel = KERNELS.get(ggml_type)
+    if kernel is None:
+        raise CheckpointError(f"{where} has type {ggml_type.name}, which cannot be dequantized; "
+                              f"supported types: {', '.join(t.name for t in KERNELS)}")
+    block, block_bytes = BLOCK_SIZES[ggml_type]
+    if raw.numel() % block_bytes:
+        raise CheckpointError(f"{where}: {raw.numel()} bytes is not a whole number of {ggml_type.name} "
+                              f"blocks of {block_bytes} bytes")
+    blocks = raw.view(-1, block_bytes)  # [N, block_bytes]
+    with one_thread():
+        return kernel(blocks).reshape(-1)   # [N * block]
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch's CPU ops on one intra-op thread for the duration (process-wide, restored after).
+
+    Dequantizing is a series of mid-sized, memory-bound ops. On a 2-core machine with another
+    CPU-bound process running, two intra-op threads made loading SmolLM2 ~30x slower (9 s instead of
+    0.3 s: every parallel region waits for the descheduled thread); one thread is ~0.3 s either way.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+# -- plain floats ---------------------------------------------------------------------------------
+
+def _f32(blocks: torch.Tensor) -> torch.Tensor:  # [N, 4] -> [N, 1]
+    return _as(blocks, torch.float32).clone()
+
+
+def _f16(blocks: torch.Tensor) -> torch.Tensor:  # [N, 2] -> [N, 1]
+    return _as(blocks, torch.float16).float()
+
+
+def _bf16(blocks: torch.Tensor) -> torch.Tensor:  # [N, 2] -> [N, 1]; exact: bf16 is the top half of f32
+    return _as(blocks, torch.bfloat16).float()
+
+
+# -- 32-value blocks --------------------------------------------------------------------------------
+
+def _q8_0(blocks: torch.Tensor) -> torch.Tensor:  # [N, 34] -> [N, 32]
+    d = _half(blocks, 0)                                            # [N, 1]
+    return _as(blocks[:, 2:], torch.int8).float().mul_(d)
+
+
+def _q4_0(blocks: torch.Tensor) -> torch.Tensor:  # [N, 18] -> [N, 32]
+    d = _half(blocks, 0)
+    return _nibbles(blocks[:, 2:]).float().sub_(8).mul_(d)
+
+
+def _q4_1(blocks: torch.Tensor) -> torch.Tensor:  # [N, 20] -> [N, 32]
+    d, m = _half(blocks, 0), _half(blocks, 2)
+    return _nibbles(blocks[:, 4:]).float().mul_(d).add_(m)
+
+
+def _q5_0(blocks: torch.Tensor) -> torch.Tensor:  # [N, 22] -> [N, 32]
+    d = _half(blocks, 0)
+    q = _nibbles(blocks[:, 6:]).bitwise_or_(_bits(blocks[:, 2:6]) << 4)
+    return q.float().sub_(16).mul_(d)
+
+
+def _q5_1(blocks: torch.Tensor) -> torch.Tensor:  # [N, 24] -> [N, 32]
+    d, m = _half(blocks, 0), _half(blocks, 2)
+    q = _nibbles(blocks[:, 8:]).bitwise_or_(_bits(blocks[:, 4:8]) << 4)
+    return q.float().mul_(d).add_(m)
+
+
+# -- 256-value K-quant blocks -------------------------------------------------------------------------
+
+_SHIFT_4 = torch.tensor([0, 4], dtype=torch.uint8)
+_SHIFT_2 = torch.tensor([0, 2, 4, 6], dtype=torch.uint8)
+
+
+def _q6_k(blocks: torch.Tensor) -> torch.Tensor:  # [N, 210] -> [N, 256]
+    n = blocks.shape[0]
+    # Low four bits: two halves of 128 values, each from 64 bytes read twice (low, then high nibble).
+    low = (blocks[:, :128].reshape(n, 2, 1, 64) >> _SHIFT_4.view(1, 1, 2, 1)) & 0x0F      # [N, 2, 2, 64]
+    # High two bits: two halves, each from 32 bytes read four times (bits 0-1, 2-3, 4-5, 6-7).
+    high = (blocks[:, 128:192].reshape(n, 2, 1, 32) >> _SHIFT_2.view(1, 1, 4, 1)) & 0x03  # [N, 2, 4, 32]
+    q = low.reshape(n, 8, 32) | (high.reshape(n, 8, 32) << 4)                             # [N, 8, 32] in 0..63
+    scales = _as(blocks[:, 192:208], torch.int8).float()                                  # [N, 16]
+    d = (_half(blocks, 208) * scales).view(n, 16, 1)                                      # [N, 16, 1]
+    return (q.view(n, 16, 16).float().sub_(32) * d).view(n, 256)
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+def _as(data: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Reinterpret the last dimension's bytes as `dtype` (copies first if the strides do not allow a view)."""
+    try:
+        return data.view(dtype)
+    except RuntimeError:
+        return data.contiguous().view(dtype)
+
+
+def _half(blocks: torch.Tensor, start: int) -> torch.Tensor:  # [N, B] -> [N, 1] float32
+    return _as(blocks[:, start:start + 2], torch.float16).float()
+
+
+def _nibbles(packed: torch.Tensor) -> torch.Tensor:  # [N, 16] uint8 -> [N, 32] uint8
+    """Value j in the low nibble of byte j, value j + 16 in its high nibble (unpacked 2 bytes at a time)."""
+    n = packed.shape[0]
+    words = _as(packed, torch.int16)                               # [N, 8]
+    out = torch.empty(n, 2, 8, dtype=torch.int16)
+    torch.bitwise_and(words, 0x0F0F, out=out[:, 0])
+    torch.bitwise_right_shift(words, 4, out=out[:, 1])
+    out[:, 1].bitwise_and_(0x0F0F)                                 # also clears the sign bits the shift copied
+    return out.view(torch.uint8).view(n, 32)
+
+
+def _bits(packed: torch.Tensor) -> torch.Tensor:  # [N, 4] uint8 -> [N, 32] uint8 in {0, 1}
+    """Bit j of the little-endian u32 -> value j."""
+    n = packed.shape[0]
+    return ((packed.reshape(n, 4, 1) >> torch.arange(8, dtype=torch.uint8)) & 1).view(n, 32)
+
+
+KERNELS: dict[GGMLType, Callable[[torch.Tensor], torch.Tensor]] = {
+    GGMLType.F32: _f32,
+    GGMLType.F16: _f16,
+    GGMLType.BF16: _bf16,
+    GGMLType.Q8_0: _q8_0,
+    GGMLType.Q4_0: _q4_0,
+    GGMLType.Q4_1: _q4_1,
+    GGMLType.Q5_0: _q5_0,
+    GGMLType.Q5_1: _q5_1,
+    GGMLType.Q6_K: _q6_k,
+}
