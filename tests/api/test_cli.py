@@ -1,0 +1,53 @@
+import pytest
+
+from openafm.cli import main
+
+
+def test_models_lists_every_preset_with_its_size(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "smollm2-135m-instruct      packaged" in out and "134.5M" in out
+    assert "afm-ondevice-3b            config-only" in out and "9 layers share K/V" in out
+    assert "afm-server-dense-tiny" in out and "sliding-rope(w=16)" in out
+
+
+def test_describe_prints_the_golden_dump_and_counts(capsys):
+    assert main(["models", "--describe", "afm-ondevice-3b"]) == 0
+    out = capsys.readouterr().out
+    assert "layers.23.kv_source: 14" in out
+    assert "# parameters: 2,831,305,728" in out
+
+
+def test_unknown_model_is_a_one_line_error(capsys):
+    assert main(["generate", "--model", "nope", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("openafm: error: unknown model 'nope'") and "smollm2-135m-instruct" in err
+
+
+def test_invalid_sampling_option_is_named(capsys):
+    assert main(["generate", "--top-p", "0.5", "hi"]) == 2
+    assert "top_p has no effect with temperature=0" in capsys.readouterr().err
+
+
+def test_help_explains_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("generate", "chat", "models", "demo"):
+        assert command in out
+
+
+@pytest.mark.real_model
+def test_generate_streams_a_chat_answer(capsys):
+    assert main(["generate", "--chat", "--max-tokens", "12", "What is the capital of France?"]) == 0
+    captured = capsys.readouterr()
+    assert "Paris" in captured.out
+    assert "time to first token" in captured.err and "tok/s" in captured.err
+
+
+@pytest.mark.real_model
+def test_chat_keeps_the_conversation(monkeypatch, capsys):
+    lines = iter(["What is the capital of France?", "/reset", "", "/exit"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    assert main(["chat", "--max-tokens", "12"]) == 0
+    assert "Paris" in capsys.readouterr().out
