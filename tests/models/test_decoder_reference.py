@@ -59,3 +59,26 @@ def test_padded_batch_rows_equal_their_unpadded_runs():
             alone = model(torch.tensor([p + [int(nxt[r, 0])]]))[0]
             assert (batched[r] - alone[-2]).abs().max().item() < 1e-4
             assert (step[r] - alone[-1]).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("name", TINY_PRESETS)
+def test_chunked_appends_with_last_logits_only(name):
+    model = make_tiny(name)
+    ids = torch.randint(0, model.config.vocab_size, (2, 50), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        full = model(ids)
+        cache = KVCache(model.config, batch_size=2, capacity=50)
+        for start, end in ((0, 18), (18, 37), (37, 50)):      # the bypass runs on warm caches too
+            last = model(ids[:, start:end], cache=cache, logits=Logits.LAST)[:, 0]
+            assert (last - full[:, end - 1]).abs().max().item() < 1e-4
+
+
+def test_padded_cache_needs_explicit_positions():
+    model = make_tiny("smollm2-tiny")
+    from openafm.runtime.generate import _left_pad
+    ids, pos = _left_pad([[1, 2, 3], [4]], "cpu")
+    cache = KVCache(model.config, batch_size=2, capacity=8)
+    with torch.no_grad():
+        model(ids, cache=cache, positions=pos)
+        with pytest.raises(ValueError, match="pass positions= explicitly"):
+            model(torch.tensor([[5], [6]]), cache=cache)

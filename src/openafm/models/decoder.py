@@ -61,6 +61,9 @@ class Decoder(nn.Module):
         """
         b, t = input_ids.shape
         if positions is None:
+            if cache is not None and cache.padded:
+                raise ValueError("this cache holds a left-padded batch whose rows are at different positions; "
+                                 "pass positions= explicitly")
             start = cache.next_position if cache is not None else 0
             positions = torch.arange(start, start + t, device=input_ids.device).expand(b, t)
         x = self.embed(input_ids)                                              # [B, T, D]
