@@ -8,7 +8,8 @@ from typing import Callable
 import torch
 
 from openafm.errors import CheckpointError, UnknownModelError
-from openafm.models.decoder import Decoder
+from openafm.models.build import ModelConfig, build_model
+from openafm.models.decoder import CausalLM
 from openafm.models.plan import DecoderConfig
 from openafm.models.presets import CONFIG_ONLY, PRESETS, SMOLLM2_VOCAB, get_preset
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
@@ -20,16 +21,16 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
 
 
 class LanguageModel:
-    def __init__(self, model: Decoder, tokenizer, *, name: str, source: str):
+    def __init__(self, model: CausalLM, tokenizer, *, name: str, source: str):
         self.model, self.tokenizer, self.name, self.source = model, tokenizer, name, source
 
     @property
-    def config(self) -> DecoderConfig:
+    def config(self) -> ModelConfig:
         return self.model.config
 
     @property
     def context_window(self) -> int:
-        return self.config.max_seq_len
+        return self.model.kv_plan.max_seq_len
 
     def encode(self, text: str) -> list[int]:
         return self._need_tokenizer().encode(text)
@@ -70,7 +71,7 @@ class LanguageModel:
 
     def _need_tokenizer(self):
         if self.tokenizer is None:
-            raise ValueError(f"model {self.name!r} has no tokenizer (vocab {self.config.vocab_size}); pass token "
+            raise ValueError(f"model {self.name!r} has no tokenizer (vocab {self.model.kv_plan.vocab_size}); pass token "
                              f"ids to openafm.runtime.generate.generate_tokens instead")
         return self.tokenizer
 
@@ -95,8 +96,9 @@ def load(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str =
                              f"parameters); inspect it with `openafm models --describe {name}`")
         config = get_preset(name)
         torch.manual_seed(seed)
-        model = Decoder(config)
-        lm = LanguageModel(model, _default_tokenizer(config), name=name, source=f"preset (random init, seed {seed})")
+        model = build_model(config)
+        lm = LanguageModel(model, _default_tokenizer(model.kv_plan), name=name,
+                           source=f"preset (random init, seed {seed})")
     elif path.exists():
         lm = _from_path(path)
     else:
@@ -140,9 +142,9 @@ def _from_gguf(path: Path, name: str) -> LanguageModel:
     return LanguageModel(model, tokenizer, name=name, source=f"GGUF {path}")
 
 
-def build_with_weights(config: DecoderConfig, state: dict[str, torch.Tensor], source: str) -> Decoder:
-    """A decoder with exactly these weights: missing, unexpected or misshapen tensors raise naming them."""
-    model = Decoder(config, device="meta")
+def build_with_weights(config: ModelConfig, state: dict[str, torch.Tensor], source: str) -> CausalLM:
+    """A model with exactly these weights: missing, unexpected or misshapen tensors raise naming them."""
+    model = build_model(config, device="meta")
     expected = {k: v.shape for k, v in model.state_dict().items()}
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     wrong = [f"{k}: {tuple(state[k].shape)} vs {tuple(s)}" for k, s in expected.items()

@@ -57,6 +57,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--describe", metavar="NAME", help="print one preset's full config, parameter count and cache size")
     m.set_defaults(run=_cmd_models)
 
+    u = sub.add_parser("upcycle", help="sparse-upcycle a dense model into an MoE checkpoint (report §4.3)",
+                       description="Turn every EVERY-th layer's dense FFN into EXPERTS copies of it with a top-k "
+                                   "router. At step 0 the MoE model computes the dense model's function; train it "
+                                   "to let the experts diverge. Writes a native openafm checkpoint.")
+    u.add_argument("dense", help="dense model: preset, packaged model, .gguf file or checkpoint directory")
+    u.add_argument("out", help="output checkpoint directory (written atomically)")
+    u.add_argument("--experts", type=int, default=64, help="experts per MoE layer (default 64)")
+    u.add_argument("--every", type=int, default=2, help="make every N-th layer MoE (default 2: every other layer)")
+    u.add_argument("--top-k", type=int, default=2, help="experts per token (default 2)")
+    u.add_argument("--seed", type=int, default=0, help="seed of the router's random initialisation")
+    u.set_defaults(run=_cmd_upcycle)
+
     d = sub.add_parser("demo", help="the main job: load the default model, stream a chat answer, time generations",
                        description="Load the default model, stream a chat answer and a few generations, and print "
                                    "time to first token and decode tokens/s.")
@@ -138,6 +150,22 @@ def _cmd_chat(args) -> int:
         history.append({"role": "assistant", "content": reply})
 
 
+def _cmd_upcycle(args) -> int:
+    from openafm.checkpoint.native import save_checkpoint
+    from openafm.models.upcycle import upcycle_config, upcycle_state_dict
+    lm, _ = _load(args.dense)
+    config = upcycle_config(lm.config, n_experts=args.experts, every=args.every, top_k=args.top_k)
+    state = upcycle_state_dict({k: v.float() for k, v in lm.model.state_dict().items()}, config, seed=args.seed)
+    save_checkpoint(args.out, config, state, tokenizer=lm.tokenizer,
+                    extra={"upcycled_from": lm.source, "upcycle": {"experts": args.experts, "every": args.every,
+                                                                   "top_k": args.top_k, "seed": args.seed}})
+    moe_layers = [i for i, s in enumerate(config.layers) if s.ffn.value == "moe"]
+    print(f"upcycled {lm.name}: {len(moe_layers)} MoE layers {moe_layers} x {args.experts} experts (top-{args.top_k}); "
+          f"{lm.config.param_count() / 1e6:.1f}M -> {config.param_count() / 1e6:.1f}M parameters "
+          f"({config.param_count(active=True) / 1e6:.1f}M active); wrote {args.out}")
+    return 0
+
+
 def _cmd_models(args) -> int:
     from openafm.api import PACKAGED
     from openafm.models.presets import CONFIG_ONLY, PRESETS, get_preset
@@ -153,22 +181,33 @@ def _cmd_models(args) -> int:
 
 def _describe(name: str) -> int:
     from openafm.config import dump_flat
+    from openafm.models.build import build_model
     from openafm.models.presets import get_preset
     config = get_preset(name)
+    plan = build_model(config, device="meta").kv_plan
     print(dump_flat(config), end="")
-    owners = sum(1 for s in config.layers if s.owns_kv)
-    per_token = 2 * config.n_kv_heads * config.attn_head_dim * 2 * owners
+    owners = sum(1 for s in plan.layers if s.owns_kv)
+    per_token = 2 * plan.n_kv_heads * plan.attn_head_dim * 2 * owners
     print(f"# parameters: {config.param_count():,}")
-    print(f"# layers: {config.n_layers} ({owners} with their own K/V); plan: {_plan_summary(config)}")
+    print(f"# active parameters per token: {config.param_count(active=True):,}")
+    print(f"# layers: {plan.n_layers} ({owners} with their own K/V); plan: {_plan_summary(config)}")
     print(f"# KV cache per token (bf16, before sliding-window caps): {per_token:,} bytes")
     return 0
 
 
 def _plan_summary(config) -> str:
     from collections import Counter
+    prefix = ""
+    if hasattr(config, "n_tracks"):
+        prefix = (f"{config.n_tracks} tracks x {config.track.n_layers} layers, {config.n_blocks} blocks of "
+                  f"{config.block_depth}: ")
+        config = config.track
     kinds = Counter(s.attention.value + (f"(w={s.window})" if s.window else "") for s in config.layers)
     shared = sum(1 for s in config.layers if not s.owns_kv)
-    text = ", ".join(f"{n}x {k}" for k, n in kinds.items())
+    moe = sum(1 for s in config.layers if s.ffn.value == "moe")
+    text = prefix + ", ".join(f"{n}x {k}" for k, n in kinds.items())
+    if moe:
+        text += f"; {moe} MoE layers ({config.moe.n_experts} experts, top-{config.moe.top_k})"
     return text + (f"; {shared} layers share K/V" if shared else "")
 
 
@@ -190,9 +229,9 @@ def _cmd_demo(args) -> int:
     from openafm.runtime.generate import GenerationStats
     print(f"== Loading {args.model}")
     lm, load_s = _load(args.model)
-    cfg = lm.config
+    cfg = lm.model.kv_plan
     print(f"   {lm.source}\n   {cfg.n_layers} layers, dim {cfg.dim}, {cfg.n_heads} heads / {cfg.n_kv_heads} KV heads, "
-          f"vocab {cfg.vocab_size}, {cfg.param_count() / 1e6:.1f}M parameters; loaded in {load_s:.2f} s")
+          f"vocab {cfg.vocab_size}, {lm.config.param_count() / 1e6:.1f}M parameters; loaded in {load_s:.2f} s")
 
     question = "What are three good reasons to learn a second language?"
     print(f"\n== Chat (streamed, greedy)\nuser> {question}\nmodel> ", end="", flush=True)

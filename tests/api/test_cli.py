@@ -51,3 +51,17 @@ def test_chat_keeps_the_conversation(monkeypatch, capsys):
     monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
     assert main(["chat", "--max-tokens", "12"]) == 0
     assert "Paris" in capsys.readouterr().out
+
+
+def test_upcycle_writes_an_equivalent_moe_checkpoint(tmp_path, capsys):
+    import torch
+
+    import openafm
+    assert main(["upcycle", "--experts", "4", "--every", "2", "afm-ondevice-tiny", str(tmp_path / "moe")]) == 0
+    assert "4 MoE layers [1, 3, 5, 7] x 4 experts (top-2)" in capsys.readouterr().out
+    dense, moe = openafm.load("afm-ondevice-tiny"), openafm.load(tmp_path / "moe")
+    ids = torch.randint(0, 512, (1, 16))
+    with torch.no_grad():
+        assert (dense.model(ids) - moe.model(ids)).abs().max().item() < 1e-4
+    assert main(["upcycle", "--experts", "2", "--top-k", "3", "afm-ondevice-tiny", str(tmp_path / "x")]) == 2
+    assert "top_k=3 must be between 1 and n_experts=2" in capsys.readouterr().err

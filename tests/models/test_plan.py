@@ -41,8 +41,9 @@ def test_sharing_layers_have_no_kv_parameters():
 
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - CONFIG_ONLY))
 def test_param_count_formula_matches_module(name):
+    from openafm.models.build import build_model
     config = get_preset(name)
-    model = Decoder(config, device="meta")
+    model = build_model(config, device="meta")
     assert model.num_parameters() == config.param_count()
 
 

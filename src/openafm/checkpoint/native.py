@@ -17,14 +17,14 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from openafm.errors import CheckpointError
-from openafm.models.plan import DecoderConfig
+from openafm.models.build import ModelConfig, config_from_dict, model_kind
 
 FORMAT = "openafm-decoder"
 FORMAT_VERSION = 1
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 
 
-def save_checkpoint(directory: str | Path, config: DecoderConfig, state_dict: dict[str, torch.Tensor],
+def save_checkpoint(directory: str | Path, config: ModelConfig, state_dict: dict[str, torch.Tensor],
                     tokenizer=None, extra: dict | None = None) -> Path:
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -32,7 +32,8 @@ def save_checkpoint(directory: str | Path, config: DecoderConfig, state_dict: di
     try:
         tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format": FORMAT})
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "config": config.to_dict(), **(extra or {})}
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "model_kind": model_kind(config),
+                "config": config.to_dict(), **(extra or {})}
         (tmp / CONFIG).write_text(json.dumps(meta, indent=2) + "\n")
         if tokenizer is not None:
             tokenizer.save(tmp)
@@ -61,7 +62,7 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def load_checkpoint(directory: str | Path) -> tuple[DecoderConfig, dict[str, torch.Tensor], dict]:
+def load_checkpoint(directory: str | Path) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
     """-> (config, state dict, the whole config.json). Missing or corrupt files raise naming the file."""
     directory = Path(directory)
     config_path, weights_path = directory / CONFIG, directory / WEIGHTS
@@ -74,7 +75,7 @@ def load_checkpoint(directory: str | Path) -> tuple[DecoderConfig, dict[str, tor
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{config_path}: format_version {meta.get('format_version')!r} is not supported "
                               f"(this openafm reads version {FORMAT_VERSION})")
-    config = DecoderConfig.from_dict(meta["config"])
+    config = config_from_dict(meta.get("model_kind", "decoder"), meta["config"], str(config_path))
     try:
         state = load_file(str(weights_path))
     except (SafetensorError, OSError) as e:

@@ -1,4 +1,9 @@
-"""The decoder: one stack of pre-norm blocks driven by a per-layer plan (`DecoderConfig.layers`)."""
+"""The decoder: one stack of pre-norm blocks driven by a per-layer plan (`DecoderConfig.layers`).
+
+`CausalLM` holds what every openafm language model shares — token embeddings, rotary tables, the
+forward pass's set-up (positions, KV store, masks) and the output head; `Decoder` runs the plan's
+blocks in order, `openafm.models.pt_moe.PTMoE` runs them as parallel tracks.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,10 @@ import enum
 import torch
 from torch import nn
 
-from openafm.nn.linear import Linear, linear
-
-from openafm.models.plan import DecoderConfig, LayerSpec
+from openafm.models.plan import DecoderConfig, FFNKind, LayerSpec
 from openafm.nn.attention import Attention, ForwardContext
 from openafm.nn.kv import FreshKV
+from openafm.nn.linear import Linear, linear
 from openafm.nn.mlp import SwiGLU
 from openafm.nn.norm import RMSNorm
 from openafm.nn.rope import RotaryTable
@@ -23,42 +27,43 @@ class Logits(enum.Enum):
 
 
 class Block(nn.Module):
+    """Pre-norm transformer layer. `index` is the layer's slot in the KV store (its flat layer index)."""
+
     def __init__(self, config: DecoderConfig, spec: LayerSpec, index: int, device=None):
         super().__init__()
         self.attn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
         self.attn = Attention(dim=config.dim, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
                               head_dim=config.attn_head_dim, spec=spec, index=index, device=device)
         self.ffn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
-        self.ffn = SwiGLU(config.dim, config.ffn_hidden, device=device)
+        if spec.ffn is FFNKind.MOE:
+            from openafm.nn.moe import MoE
+            self.ffn = MoE(config.dim, config.moe.hidden, config.moe.n_experts, config.moe.top_k, device=device)
+        else:
+            self.ffn = SwiGLU(config.dim, config.ffn_hidden, device=device)
 
     def forward(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), ctx)
         return x + self.ffn(self.ffn_norm(x))
 
 
-class Decoder(nn.Module):
-    def __init__(self, config: DecoderConfig, *, device: torch.device | str | None = None):
-        """device="meta" builds the structure without memory (to be filled by load_state_dict(assign=True));
-        the rotary table is always real."""
+class CausalLM(nn.Module):
+    """Embeddings, rotary table and output head around a body of blocks (see `Decoder`, `PTMoE`)."""
+
+    def __init__(self, config: DecoderConfig, device=None):
         super().__init__()
-        self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.dim, device=device)
-        self.layers = nn.ModuleList(Block(config, spec, i, device) for i, spec in enumerate(config.layers))
         self.norm = RMSNorm(config.dim, config.norm_eps, device=device)
         self.lm_head = (None if config.tie_embeddings
                         else Linear(config.dim, config.vocab_size, bias=False, device=device))
         self.rope = RotaryTable(config.attn_head_dim, config.rope_theta, config.max_seq_len)
-        # Layers from here on only read earlier caches, so nothing needs their outputs at earlier positions.
-        self.bypass_from = next(i for i in range(config.n_layers + 1)
-                                if all(not s.owns_kv for s in config.layers[i:]))
 
-    def forward(self, input_ids: torch.Tensor, *, cache=None, positions: torch.Tensor | None = None,
-                logits: Logits = Logits.ALL) -> torch.Tensor:
-        """input_ids [B, T] -> logits [B, T, V] (or [B, 1, V] with Logits.LAST).
+    @property
+    def kv_plan(self) -> DecoderConfig:
+        """The flat layer plan the runtime's KV cache is built from (layer i = the Block with index i)."""
+        raise NotImplementedError
 
-        cache: a runtime KVCache to read and extend (None: a cache-free forward from position 0).
-        positions: [B, T] absolute positions, -1 for left padding (default: continue the cache).
-        """
+    def begin(self, input_ids: torch.Tensor, cache, positions: torch.Tensor | None):
+        """-> (embedded tokens [B, T, D], the forward's context). Opens the K/V store for T new tokens."""
         b, t = input_ids.shape
         if positions is None:
             if cache is not None and cache.padded:
@@ -69,14 +74,14 @@ class Decoder(nn.Module):
         x = self.embed(input_ids)                                              # [B, T, D]
         store = cache if cache is not None else FreshKV()
         ctx = ForwardContext(store=store, positions=positions, padded=store.padded or bool((positions < 0).any()))
-        if any(s.attention.uses_rope for s in self.config.layers):
+        if any(s.attention.uses_rope for s in self.kv_plan.layers):
             ctx.cos, ctx.sin = self.rope.lookup(positions, x.dtype)
         store.begin(positions)
-        for i, layer in enumerate(self.layers):
-            if i == self.bypass_from and logits is Logits.LAST and t > 1:
-                x = x[:, -1:]                                                  # prefill bypass
-            x = layer(x, ctx)
-        store.end(positions)
+        return x, ctx
+
+    def finish(self, x: torch.Tensor, ctx: ForwardContext, logits: "Logits") -> torch.Tensor:
+        """Close the K/V store; final norm and output head -> logits [B, T or 1, V]."""
+        ctx.store.end(ctx.positions)
         if logits is Logits.LAST:
             x = x[:, -1:]
         x = self.norm(x)
@@ -86,3 +91,33 @@ class Decoder(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+class Decoder(CausalLM):
+    def __init__(self, config: DecoderConfig, *, device: torch.device | str | None = None):
+        """device="meta" builds the structure without memory (to be filled by load_state_dict(assign=True));
+        the rotary table is always real."""
+        super().__init__(config, device)
+        self.config = config
+        self.layers = nn.ModuleList(Block(config, spec, i, device) for i, spec in enumerate(config.layers))
+        # Layers from here on only read earlier caches, so nothing needs their outputs at earlier positions.
+        self.bypass_from = next(i for i in range(config.n_layers + 1)
+                                if all(not s.owns_kv for s in config.layers[i:]))
+
+    @property
+    def kv_plan(self) -> DecoderConfig:
+        return self.config
+
+    def forward(self, input_ids: torch.Tensor, *, cache=None, positions: torch.Tensor | None = None,
+                logits: Logits = Logits.ALL) -> torch.Tensor:
+        """input_ids [B, T] -> logits [B, T, V] (or [B, 1, V] with Logits.LAST).
+
+        cache: a runtime KVCache to read and extend (None: a cache-free forward from position 0).
+        positions: [B, T] absolute positions, -1 for left padding (default: continue the cache).
+        """
+        x, ctx = self.begin(input_ids, cache, positions)
+        for i, layer in enumerate(self.layers):
+            if i == self.bypass_from and logits is Logits.LAST and x.shape[1] > 1:
+                x = x[:, -1:]                                                  # prefill bypass
+            x = layer(x, ctx)
+        return self.finish(x, ctx, logits)

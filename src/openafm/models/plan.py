@@ -25,7 +25,21 @@ class AttentionKind(str, enum.Enum):
 
 
 class FFNKind(str, enum.Enum):
-    DENSE = "dense"                 # SwiGLU
+    DENSE = "dense"                 # SwiGLU with the config's ffn_hidden
+    MOE = "moe"                     # dropless top-k mixture of SwiGLU experts (the config's `moe` spec)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MoESpec:
+    n_experts: int
+    top_k: int
+    hidden: int                     # each expert's SwiGLU hidden size
+
+    def __post_init__(self) -> None:
+        if self.n_experts < 1 or self.hidden < 1:
+            raise ConfigError(f"moe: n_experts={self.n_experts} and hidden={self.hidden} must be positive")
+        if not 1 <= self.top_k <= self.n_experts:
+            raise ConfigError(f"moe: top_k={self.top_k} must be between 1 and n_experts={self.n_experts}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,9 +70,12 @@ class DecoderConfig:
     max_seq_len: int = 2048
     tie_embeddings: bool = True
     layers: list[LayerSpec]
+    moe: MoESpec | None = None             # required when any layer has ffn=moe
 
     def __post_init__(self) -> None:
         self.layers = [cfg.from_dict(LayerSpec, l) if isinstance(l, dict) else l for l in self.layers]
+        if isinstance(self.moe, dict):
+            self.moe = cfg.from_dict(MoESpec, self.moe, "moe")
         self.validate()
 
     @property
@@ -81,6 +98,11 @@ class DecoderConfig:
             raise ConfigError(f"head_dim={self.attn_head_dim} must be even for rotary embeddings")
         if not self.layers:
             raise ConfigError("a decoder needs at least one layer; layers=[]")
+        moe_layers = [i for i, l in enumerate(self.layers) if l.ffn is FFNKind.MOE]
+        if moe_layers and self.moe is None:
+            raise ConfigError(f"layers {moe_layers} have ffn=moe but the config has no moe spec")
+        if self.moe is not None and not moe_layers:
+            raise ConfigError(f"moe={self.moe} is set but no layer has ffn=moe")
         for i, layer in enumerate(self.layers):
             if layer.attention is AttentionKind.SLIDING_ROPE:
                 if layer.window is None or layer.window <= 0:
@@ -108,14 +130,21 @@ class DecoderConfig:
     def from_dict(cls, data: dict) -> "DecoderConfig":
         return cfg.from_dict(cls, data)
 
-    def param_count(self) -> int:
-        """Parameters of the model this config builds (closed form, checked against the module in tests)."""
+    def param_count(self, *, active: bool = False) -> int:
+        """Parameters of the model this config builds (closed form, checked against the module in tests).
+        active=True counts what one token uses: the router and top_k experts of each MoE layer."""
+        total = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2) + self.dim  # embed (+ head), norm
+        return total + sum(self.layer_param_count(layer, active=active) for layer in self.layers)
+
+    def layer_param_count(self, layer: LayerSpec, *, active: bool = False) -> int:
         d, hd = self.dim, self.attn_head_dim
         q, kv = self.n_heads * hd, self.n_kv_heads * hd
-        total = self.vocab_size * d * (1 if self.tie_embeddings else 2) + d  # embeddings (+ head) + final norm
-        for layer in self.layers:
-            total += 2 * d                                   # two RMSNorm weights
-            total += d * q + q * d                           # wq, wo
-            total += 2 * d * kv if layer.owns_kv else 0      # wk, wv
+        total = 2 * d                                        # two RMSNorm weights
+        total += d * q + q * d                               # wq, wo
+        total += 2 * d * kv if layer.owns_kv else 0          # wk, wv
+        if layer.ffn is FFNKind.DENSE:
             total += 3 * d * self.ffn_hidden                 # SwiGLU gate, up, down
+        else:
+            experts = self.moe.top_k if active else self.moe.n_experts
+            total += d * self.moe.n_experts + experts * 3 * d * self.moe.hidden   # router + experts
         return total

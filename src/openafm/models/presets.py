@@ -10,7 +10,7 @@ import dataclasses
 from typing import Callable
 
 from openafm.errors import ConfigError, UnknownModelError
-from openafm.models.plan import AttentionKind, DecoderConfig, LayerSpec
+from openafm.models.plan import AttentionKind, DecoderConfig, LayerSpec, MoESpec
 
 SMOLLM2_VOCAB = 49152  # presets at this vocabulary pair with the packaged SmolLM2 tokenizer
 
@@ -99,6 +99,37 @@ def afm_server_dense_tiny() -> DecoderConfig:
                          layers=interleaved_plan(8, window=16))
 
 
+def afm_server_tiny():
+    """PT-MoE at test size: 2 tracks of 8 layers, track blocks of 4, 4 experts (top-2) every other layer."""
+    from openafm.models.pt_moe import PTMoEConfig, server_track_plan
+    track = DecoderConfig(vocab_size=512, dim=64, n_heads=2, n_kv_heads=1, head_dim=32, ffn_hidden=96,
+                          max_seq_len=256, layers=server_track_plan(8, window=16),
+                          moe=MoESpec(n_experts=4, top_k=2, hidden=48))
+    return PTMoEConfig(n_tracks=2, block_depth=4, track=track)
+
+
+def afm_server_small():
+    """PT-MoE that trains on a 2-core CPU (~100M parameters, ~50M active): 2 tracks x 8 layers, blocks of 4,
+    8 experts (top-2) every other layer."""
+    from openafm.models.pt_moe import PTMoEConfig, server_track_plan
+    track = DecoderConfig(vocab_size=SMOLLM2_VOCAB, dim=512, n_heads=4, n_kv_heads=2, head_dim=64, ffn_hidden=1024,
+                          rope_theta=500000.0, max_seq_len=32768, layers=server_track_plan(8, window=4096),
+                          moe=MoESpec(n_experts=8, top_k=2, hidden=512))
+    return PTMoEConfig(n_tracks=2, block_depth=4, track=track)
+
+
+def afm_server_report():
+    """Report-scale PT-MoE shape, config only. The 2025 report gives the structure (tracks of track blocks,
+    MoE every other layer, 3 sliding + 1 global NoPE, a ~150K vocabulary) but not the sizes: dim 4096,
+    4 tracks of 32 layers in blocks of 4, 16 query / 4 KV heads of 128 per track, 32 experts top-2 and the
+    4096 window are assumptions, printed by `openafm models --describe afm-server-report`."""
+    from openafm.models.pt_moe import PTMoEConfig, server_track_plan
+    track = DecoderConfig(vocab_size=153600, dim=4096, n_heads=16, n_kv_heads=4, head_dim=128, ffn_hidden=8192,
+                          rope_theta=500000.0, max_seq_len=65536, layers=server_track_plan(32, window=4096),
+                          moe=MoESpec(n_experts=32, top_k=2, hidden=2048))
+    return PTMoEConfig(n_tracks=4, block_depth=4, track=track)
+
+
 PRESETS: dict[str, Callable[[], DecoderConfig]] = {
     "smollm2-135m-instruct": smollm2_135m_instruct,
     "smollm2-tiny": smollm2_tiny,
@@ -107,10 +138,13 @@ PRESETS: dict[str, Callable[[], DecoderConfig]] = {
     "afm-ondevice-tiny": afm_ondevice_tiny,
     "afm-server-dense-small": afm_server_dense_small,
     "afm-server-dense-tiny": afm_server_dense_tiny,
+    "afm-server-tiny": afm_server_tiny,
+    "afm-server-small": afm_server_small,
+    "afm-server-report": afm_server_report,
 }
 
 # Presets too large to build on this machine: listed and described, never instantiated by default.
-CONFIG_ONLY = {"afm-ondevice-3b"}
+CONFIG_ONLY = {"afm-ondevice-3b", "afm-server-report"}
 
 
 def get_preset(name: str) -> DecoderConfig:

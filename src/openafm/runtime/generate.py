@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from openafm.errors import ContextWindowExceededError
-from openafm.models.decoder import Decoder, Logits
+from openafm.models.decoder import CausalLM, Logits
 from openafm.runtime.kv_cache import KVCache
 from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
@@ -61,7 +61,7 @@ class _Row:
     finish: str | None = None
 
 
-def generate_tokens(model: Decoder, prompts: list[list[int]], *, max_new_tokens: int,
+def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens: int,
                     sampling: SamplingParams = SamplingParams(), eos_token_ids: set[int] | frozenset = frozenset(),
                     stop: list[str] | tuple[str, ...] = (), tokenizer=None,
                     on_token: Callable[[TokenEvent], None] | None = None,
@@ -73,7 +73,7 @@ def generate_tokens(model: Decoder, prompts: list[list[int]], *, max_new_tokens:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid: use an integer >= 1")
     if stop and tokenizer is None:
         raise ValueError("stop strings need a tokenizer to decode text")
-    window = model.config.max_seq_len
+    window = model.kv_plan.max_seq_len
     longest = max(len(p) for p in prompts)
     if longest + max_new_tokens > window:
         raise ContextWindowExceededError(longest, window, max_new_tokens)
@@ -84,7 +84,7 @@ def generate_tokens(model: Decoder, prompts: list[list[int]], *, max_new_tokens:
     stops = StopMatcher(stop)
     rows = [_Row(decoder=_stream_decoder(tokenizer)) for _ in prompts]
     sampler = Sampler(sampling, device)
-    cache = KVCache(model.config, batch_size=b, capacity=longest + max_new_tokens,
+    cache = KVCache(model.kv_plan, batch_size=b, capacity=longest + max_new_tokens,
                     dtype=model.embed.weight.dtype, device=device)
     stats.kv_cache_bytes = cache.nbytes()
     stats.prompt_tokens = sum(len(p) for p in prompts)
