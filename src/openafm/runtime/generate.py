@@ -19,6 +19,7 @@ class FinishReason:
     EOS = "eos"          # the model produced an end-of-sequence token
     STOP = "stop"        # a stop string appeared (it is cut from the text)
     LENGTH = "length"    # max_new_tokens reached
+    COMPLETE = "complete"  # the constraint's grammar is complete and admits nothing more
 
 
 @dataclasses.dataclass
@@ -37,6 +38,7 @@ class GenerationStats:
     time_to_first_token: float = 0.0
     decode_seconds: float = 0.0     # after the first token
     decode_steps: int = 0           # forward passes after the first token
+    forced_tokens: int = 0          # tokens a constraint forced (appended without sampling)
     kv_cache_bytes: int = 0
 
     @property
@@ -65,8 +67,16 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                     sampling: SamplingParams = SamplingParams(), eos_token_ids: set[int] | frozenset = frozenset(),
                     stop: list[str] | tuple[str, ...] = (), tokenizer=None,
                     on_token: Callable[[TokenEvent], None] | None = None,
-                    stats: GenerationStats | None = None) -> list[Generation]:
-    """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently."""
+                    stats: GenerationStats | None = None, constraint=None,
+                    fast_forward: bool = True) -> list[Generation]:
+    """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently.
+
+    constraint: a runtime.constrained.GrammarConstraint for a single prompt: the logits are masked to the
+    grammar at every step, and with fast_forward the tokens it forces are appended without sampling and
+    run through the model in one forward pass.
+    """
+    if constraint is not None and len(prompts) != 1:
+        raise ValueError(f"constrained decoding runs one sequence at a time; got a batch of {len(prompts)} prompts")
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
@@ -95,19 +105,39 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
         logits = model(ids, cache=cache, positions=positions, logits=Logits.LAST)[:, -1]   # [B, V]
         stats.prefill_seconds = time.perf_counter() - start
         next_pos = positions[:, -1:] + 1                                                   # [B, 1]
-        for step in range(max_new_tokens):
+        produced = 0
+        while True:
+            if constraint is not None:
+                logits = constraint.mask_logits(logits)
             tokens = sampler(logits)                                                       # [B]
-            if step == 0:
+            if produced == 0:
                 stats.time_to_first_token = time.perf_counter() - start
                 decode_start = time.perf_counter()
+            feed = tokens[:, None]                                                         # [B, n]
             for r, tok in enumerate(tokens.tolist()):
                 if rows[r].finish is None:
                     _accept(rows[r], r, tok, eos_token_ids, stops, on_token)
                     stats.new_tokens += 1
-            if all(row.finish for row in rows) or step == max_new_tokens - 1:
+            produced += 1
+            if constraint is not None and rows[0].finish is None:
+                constraint.consume(int(tokens[0]))
+                forced = constraint.forced(budget=max_new_tokens - produced) if fast_forward else []
+                for tok in forced:
+                    if rows[0].finish is None:
+                        _accept(rows[0], 0, tok, eos_token_ids, stops, on_token)
+                produced += len(forced)
+                stats.new_tokens += len(forced)
+                stats.forced_tokens += len(forced)
+                feed = torch.tensor([[int(tokens[0]), *forced]], device=device)
+                if constraint.done and rows[0].finish is None:
+                    rows[0].finish = FinishReason.COMPLETE
+                    _flush(rows[0], 0, on_token)
+            if all(row.finish for row in rows) or produced >= max_new_tokens:
                 break
-            logits = model(tokens[:, None], cache=cache, positions=next_pos)[:, -1]
-            next_pos = next_pos + 1
+            n = feed.shape[1]
+            logits = model(feed, cache=cache, positions=next_pos + torch.arange(n, device=device),
+                           logits=Logits.LAST)[:, -1]
+            next_pos = next_pos + n
             stats.decode_steps += 1
         stats.decode_seconds = time.perf_counter() - decode_start
     for r, row in enumerate(rows):
