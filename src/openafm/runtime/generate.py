@@ -40,6 +40,7 @@ class GenerationStats:
     decode_steps: int = 0           # forward passes after the first token
     forced_tokens: int = 0          # tokens a constraint forced (appended without sampling)
     kv_cache_bytes: int = 0
+    cache: KVCache | None = None    # the cache the generation ran on (holds every token fed to the model)
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -68,13 +69,19 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                     stop: list[str] | tuple[str, ...] = (), tokenizer=None,
                     on_token: Callable[[TokenEvent], None] | None = None,
                     stats: GenerationStats | None = None, constraint=None,
-                    fast_forward: bool = True) -> list[Generation]:
+                    fast_forward: bool = True, cache: KVCache | None = None) -> list[Generation]:
     """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently.
 
     constraint: a runtime.constrained.GrammarConstraint for a single prompt: the logits are masked to the
     grammar at every step, and with fast_forward the tokens it forces are appended without sampling and
     run through the model in one forward pass.
+
+    cache: continue a single sequence whose earlier tokens are already in this cache (a session): the
+    prompt holds only the new tokens, and only they are prefilled. Read the cache back from
+    `stats.cache` (it is replaced by a larger one when it must grow).
     """
+    if cache is not None and len(prompts) != 1:
+        raise ValueError(f"continuing a cache takes one prompt of new tokens; got {len(prompts)} prompts")
     if constraint is not None and len(prompts) != 1:
         raise ValueError(f"constrained decoding runs one sequence at a time; got a batch of {len(prompts)} prompts")
     if not prompts or any(len(p) == 0 for p in prompts):
@@ -84,9 +91,10 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
     if stop and tokenizer is None:
         raise ValueError("stop strings need a tokenizer to decode text")
     window = model.kv_plan.max_seq_len
+    before = cache.steps if cache is not None else 0
     longest = max(len(p) for p in prompts)
-    if longest + max_new_tokens > window:
-        raise ContextWindowExceededError(longest, window, max_new_tokens)
+    if before + longest + max_new_tokens > window:
+        raise ContextWindowExceededError(before + longest, window, max_new_tokens)
 
     stats = stats if stats is not None else GenerationStats()
     device = model.embed.weight.device
@@ -94,12 +102,19 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
     stops = StopMatcher(stop)
     rows = [_Row(decoder=_stream_decoder(tokenizer)) for _ in prompts]
     sampler = Sampler(sampling, device)
-    cache = KVCache(model.kv_plan, batch_size=b, capacity=longest + max_new_tokens,
-                    dtype=model.embed.weight.dtype, device=device)
+    if cache is None:
+        cache = KVCache(model.kv_plan, batch_size=b, capacity=longest + max_new_tokens,
+                        dtype=model.embed.weight.dtype, device=device)
+    elif cache.steps + longest + max_new_tokens > cache.capacity:
+        need = cache.steps + longest + max_new_tokens
+        cache = cache.grown(min(window, max(need, 2 * cache.capacity)))
+    stats.cache = cache
     stats.kv_cache_bytes = cache.nbytes()
     stats.prompt_tokens = sum(len(p) for p in prompts)
 
     ids, positions = _left_pad(prompts, device)
+    if before:
+        positions = positions + before          # a single unpadded prompt continuing the cache
     start = time.perf_counter()
     with torch.inference_mode():
         logits = model(ids, cache=cache, positions=positions, logits=Logits.LAST)[:, -1]   # [B, V]

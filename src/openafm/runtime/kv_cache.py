@@ -132,6 +132,41 @@ class KVCache:
         self._written.clear()
         self._visible.clear()
 
+    # --- growth -------------------------------------------------------------------------------
+    def grown(self, capacity: int) -> "KVCache":
+        """A cache of a larger capacity holding the same steps (slots remapped: a sliding layer that was
+        stored whole while shorter than its window becomes a ring buffer once the cache outgrows it)."""
+        if capacity <= self.capacity:
+            return self
+        new = KVCache(self.config, batch_size=self.batch_size, capacity=capacity,
+                      dtype=self._dtype(), device=self._device())
+        new.steps, new.padded = self.steps, self.padded
+        for old_layer, new_layer in zip(self.layers, new.layers):
+            if old_layer is not None:
+                src, dst = self._slots_of(old_layer), new._slots_of(new_layer)
+                new_layer.k[:, :, dst] = old_layer.k[:, :, src]
+                new_layer.v[:, :, dst] = old_layer.v[:, :, src]
+        for window, pos in new._pos.items():
+            old_window = window if window in self._pos else None
+            src, dst = self._step_slots(old_window), new._step_slots(window)
+            pos[:, dst] = self._pos[old_window][:, src]
+        return new
+
+    def _slots_of(self, layer) -> torch.Tensor:
+        return self._step_slots(layer.window if isinstance(layer, RingLayerCache) else None)
+
+    def _step_slots(self, window: int | None) -> torch.Tensor:
+        """Slots holding the steps this layout keeps, in step order (the last `window` for a ring)."""
+        first = 0 if window is None else max(0, self.steps - window)
+        steps = torch.arange(first, self.steps)
+        return steps if window is None else steps % window
+
+    def _dtype(self) -> torch.dtype:
+        return next(layer.k.dtype for layer in self.layers if layer is not None)
+
+    def _device(self) -> torch.device:
+        return next(layer.k.device for layer in self.layers if layer is not None)
+
     # --- bookkeeping --------------------------------------------------------------------------
     @property
     def next_position(self) -> int:
