@@ -35,3 +35,14 @@ from openafm.fm.generable import (
     Generable,
     generable,
 )
+from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
+from openafm.fm.model import (
+    SystemLanguageModel,
+    SystemLanguageModelGuardrails,
+    SystemLanguageModelUnavailableReason,
+    SystemLanguageModelUseCase,
+    SystemLanguageModelVariant,
+)
+from openafm.fm.transcript import Transcript
+from openafm.fm.tool import Tool
+from openafm.fm.session import LanguageModelSession

@@ -42,6 +42,39 @@ class Conversation:
         self.text += text
         return ids
 
+    def mark(self) -> tuple[int, int]:
+        """A point to roll back to (tokens, text length)."""
+        return len(self.tokens), len(self.text)
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Forget everything after `mark`; a cache holding any of it is dropped (rebuilt next turn)."""
+        n_tokens, n_text = mark
+        del self.tokens[n_tokens:]
+        self.text = self.text[:n_text]
+        if self.cache is not None and self.cache.steps > n_tokens:
+            self.cache = None
+
+    def prefill(self) -> int:
+        """Run the tokens not yet cached through the model (no generation); returns how many."""
+        import torch
+
+        from openafm.models.decoder import Logits
+        new = self.tokens[self.cached:]
+        if not new:
+            return 0
+        window = self.model.kv_plan.max_seq_len
+        need = self.cached + len(new)
+        if self.cache is None:
+            self.cache = KVCache(self.model.kv_plan, batch_size=1, capacity=min(window, max(need, 512)),
+                                 dtype=self.model.embed.weight.dtype, device=self.model.embed.weight.device)
+        elif need > self.cache.capacity:
+            self.cache = self.cache.grown(min(window, max(need, 2 * self.cache.capacity)))
+        with torch.inference_mode():
+            self.model(torch.tensor([new], device=self.model.embed.weight.device), cache=self.cache,
+                       logits=Logits.LAST)
+        self.total_prefilled += len(new)
+        return len(new)
+
     def generate(self, *, max_new_tokens: int, sampling: SamplingParams = SamplingParams(), constraint=None,
                  on_token: Callable[[TokenEvent], None] | None = None,
                  stats: GenerationStats | None = None) -> Generation:

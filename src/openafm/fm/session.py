@@ -1,0 +1,303 @@
+"""`LanguageModelSession` (apple_fm_sdk names): a conversation with a model, tied to its KV cache.
+
+The session keeps the chat messages exactly as the model saw them and an append-only `Conversation`
+(runtime) whose KV cache persists: each request renders the messages with the chat template, appends
+only the new text, and prefills only those tokens (`session.last_prefill` says how many). A failed or
+cancelled request is rolled back: neither the transcript nor the context keeps any of it.
+
+One request at a time, as Apple's SDK: a second `respond` while one runs waits for it (an asyncio lock).
+Generation runs in a worker thread, so the event loop stays free (tools run concurrently there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator
+
+from openafm.errors import ContextWindowExceededError
+from openafm.fm.content import GeneratedContent
+from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeError, GenerationError
+from openafm.fm.model import SystemLanguageModel
+from openafm.fm.options import GenerationOptions
+from openafm.fm.schema import GenerationSchema
+from openafm.fm.tool import (Tool, answer_grammar, parse_tool_calls, run_tool, tool_call_grammar, tool_spec,
+                             tools_prompt)
+from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content
+
+MAX_TOOL_ROUNDS = 4       # model turns that may call tools before it must answer
+
+
+class LanguageModelSession:
+    def __init__(self, instructions: str | None = None, model: SystemLanguageModel | None = None,
+                 tools: list[Tool] | None = None, *, tool_choice: str = "auto"):
+        """tool_choice (openafm extension): "auto" lets the model answer or call tools; "required" makes the
+        first model turn of every request a tool call (later turns may answer)."""
+        if tool_choice not in ("auto", "required"):
+            raise ValueError(f"tool_choice={tool_choice!r} is not one of 'auto', 'required'")
+        if tool_choice == "required" and not tools:
+            raise ValueError("tool_choice='required' needs at least one tool")
+        self.tool_choice = tool_choice
+        self.model = model if model is not None else SystemLanguageModel()
+        self.instructions = instructions
+        self.tools = list(tools or [])
+        names = [t.name for t in self.tools]
+        for t in self.tools:
+            if not isinstance(t, Tool):
+                raise TypeError(f"tools must be Tool instances, got {type(t).__name__}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique, got {names}")
+        self.transcript = Transcript()
+        self._messages: list[dict] = []
+        system = "\n\n".join(p for p in (instructions, tools_prompt(self.tools) if self.tools else None) if p)
+        if system:
+            self._messages.append({"role": "system", "content": system})
+        if instructions is not None or self.tools:
+            self.transcript.append({"role": "instructions", "contents": [text_content(instructions or "")],
+                                    "tools": [tool_spec(t) for t in self.tools]})
+        self._lock = asyncio.Lock()
+        self._responding = False
+        self._conversation = None
+        self.last_prefill = 0            # tokens prefilled by the last request (the new ones only)
+
+    @classmethod
+    def from_transcript(cls, transcript: Transcript, model: SystemLanguageModel | None = None,
+                        tools: list[Tool] | None = None) -> "LanguageModelSession":
+        entries = transcript.entries
+        instructions = next((entry_text(e) for e in entries if e["role"] == "instructions"), None)
+        session = cls(instructions=instructions, model=model, tools=tools)
+        for e in entries:
+            if e["role"] == "instructions":
+                continue
+            role = {"user": "user", "response": "assistant", "tool": "tool"}[e["role"]]
+            session._messages.append({"role": role, "content": _response_text(e) if role == "assistant"
+                                      else entry_text(e)})
+            session.transcript.append(e)
+        return session
+
+    @property
+    def is_responding(self) -> bool:
+        return self._responding
+
+    def prewarm(self) -> None:
+        """Load the model and prefill the instructions, so the first request starts sooner."""
+        conv = self._conv()
+        self._sync(conv, add_generation_prompt=False)
+        conv.prefill()
+
+    async def respond(self, prompt: str, generating: Any = None, *, schema: GenerationSchema | None = None,
+                      json_schema: dict | None = None, include_schema_in_prompt: bool = True,
+                      options: GenerationOptions | None = None) -> Any:
+        """Plain text; an instance of `generating`; or GeneratedContent for `schema` / `json_schema`."""
+        target = _target_schema(generating, schema, json_schema)
+        text, value = await self._run(prompt, target, include_schema_in_prompt, options, None)
+        return _result(text, value, generating, target)
+
+    async def stream_response(self, prompt: str, generating: Any = None, *, schema: GenerationSchema | None = None,
+                              json_schema: dict | None = None, include_schema_in_prompt: bool = True,
+                              options: GenerationOptions | None = None) -> AsyncIterator[Any]:
+        """Snapshots as the response grows: the text so far, or the partially generated object (its fields
+        fill in one by one). The last snapshot equals what `respond` returns."""
+        target = _target_schema(generating, schema, json_schema)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        done = object()
+
+        def on_text(text: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, text)
+
+        async def produce():
+            try:
+                return await self._run(prompt, target, include_schema_in_prompt, options, on_text)
+            finally:
+                queue.put_nowait(done)
+
+        task = asyncio.ensure_future(produce())
+        last = None
+        try:
+            while True:
+                item = await queue.get()
+                if item is done:
+                    break
+                snapshot = _snapshot(item, generating, target)
+                if snapshot is not None and snapshot != last:
+                    last = snapshot
+                    yield snapshot
+            text, value = await task
+            final = _result(text, value, generating, target)
+            if final != last:
+                yield final
+        finally:
+            if not task.done():
+                task.cancel()
+
+    # --- one request ---------------------------------------------------------------------------
+    async def _run(self, prompt, target, include_schema, options, on_text):
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+        options = options if options is not None else GenerationOptions()
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            self._responding = True
+            try:
+                return await asyncio.to_thread(self._turn, prompt, target, include_schema, options, on_text, loop)
+            finally:
+                self._responding = False
+
+    def _turn(self, prompt, target, include_schema, options, on_text, loop):
+        conv = self._conv()
+        lm = self.model.language_model()
+        mark, n_messages = conv.mark(), len(self._messages)
+        entries: list[dict] = []
+        try:
+            self._check_prompt(prompt)
+            user = prompt
+            if target is not None and include_schema:
+                user += ("\n\nRespond with JSON that matches this JSON Schema:\n"
+                         + json.dumps(target.to_json_schema(), separators=(", ", ": ")))
+            self._messages.append({"role": "user", "content": user})
+            entries.append({"role": "user", "contents": [text_content(prompt)]})
+            prefilled = 0
+            for round_ in range(MAX_TOOL_ROUNDS + 1):
+                self._sync(conv)
+                constraint = self._constraint(lm.tokenizer, target, tools_allowed=round_ < MAX_TOOL_ROUNDS,
+                                              call_required=round_ == 0 and self.tool_choice == "required")
+                streamed = []
+
+                def on_token(event, streamed=streamed):
+                    streamed.append(event.text)
+                    so_far = "".join(streamed)
+                    if on_text is not None and not so_far.startswith("<"):
+                        on_text(so_far)
+                out = conv.generate(max_new_tokens=options.max_tokens, sampling=options.sampling_params(),
+                                    constraint=constraint, on_token=on_token)
+                prefilled += conv.last_turn.prefilled_tokens
+                tools_allowed = self.tools and round_ < MAX_TOOL_ROUNDS
+                calls = parse_tool_calls(out.text, self.tools) if tools_allowed else None
+                if calls is None:
+                    break
+                self._messages.append({"role": "assistant", "content": out.text})
+                ids = [text_content("")["id"] for _ in calls]
+                entries.append({"role": "response", "contents": [], "toolCalls": [
+                    {"id": i, "toolName": t.name, "arguments": a} for i, (t, a) in zip(ids, calls)]})
+                results = asyncio.run_coroutine_threadsafe(
+                    _gather([run_tool(t, a) for t, a in calls]), loop).result()
+                for i, (t, _), result in zip(ids, calls, results):
+                    self._messages.append({"role": "tool", "content": result})
+                    entries.append({"role": "tool", "toolName": t.name, "toolCallID": i,
+                                    "contents": [text_content(result)]})
+            text = out.text
+            self._check_output(text)
+            value = None
+            if target is not None:
+                if out.finish_reason == "length":
+                    raise DecodingFailureError(f"the response reached maximum_response_tokens="
+                                               f"{options.max_tokens} before its JSON was complete: {text[-80:]!r}")
+                value = json.loads(text)
+            self._messages.append({"role": "assistant", "content": text})
+            entries.append({"role": "response", "contents": [structure_content(value) if target is not None
+                                                             else text_content(text)]})
+            for e in entries:
+                self.transcript.append(e)
+            self.last_prefill = prefilled
+            return text, value
+        except ContextWindowExceededError as e:
+            conv.rollback(mark)
+            del self._messages[n_messages:]
+            raise ExceededContextWindowSizeError(str(e)) from e
+        except BaseException:
+            conv.rollback(mark)
+            del self._messages[n_messages:]
+            raise
+
+    # --- helpers -------------------------------------------------------------------------------
+    def _conv(self):
+        if self._conversation is None:
+            from openafm.runtime.conversation import Conversation
+            lm = self.model.language_model()
+            self._conversation = Conversation(lm.model, lm.tokenizer)
+        return self._conversation
+
+    def _sync(self, conv, add_generation_prompt: bool = True) -> None:
+        """Append to the conversation the text the chat template adds for the new messages."""
+        tok = self.model.language_model().tokenizer
+        if not self._messages:
+            return
+        rendered = tok.apply_chat_template(self._messages, add_generation_prompt=add_generation_prompt)
+        if not rendered.startswith(conv.text):
+            raise GenerationError("the model's chat template re-renders earlier turns differently, so the session "
+                                  "cannot append to its KV cache; this template is not supported by sessions")
+        conv.append_text(rendered[len(conv.text):])
+
+    def _constraint(self, tokenizer, target, *, tools_allowed: bool, call_required: bool = False):
+        from openafm.runtime.constrained import GrammarConstraint
+        schema = target.to_json_schema() if target is not None else None
+        if self.tools and tools_allowed:
+            grammar = tool_call_grammar(self.tools, schema, required=call_required)
+            return GrammarConstraint.from_lark(grammar, tokenizer)
+        if self.tools and schema is None:
+            return GrammarConstraint.from_lark(answer_grammar(), tokenizer)   # no imitation of a tool call
+        if schema is not None:
+            return GrammarConstraint.from_json_schema(schema, tokenizer)
+        return None
+
+    def _check_prompt(self, prompt: str) -> None:
+        from openafm.fm.guardrails import Guardrails, enforce
+        enforce(Guardrails.of(self.model.guardrails).check_prompt(prompt), "prompt")
+
+    def _check_output(self, text: str) -> None:
+        from openafm.fm.guardrails import Guardrails, enforce
+        enforce(Guardrails.of(self.model.guardrails).check_output(text), "output")
+
+
+async def _gather(coroutines):
+    return await asyncio.gather(*coroutines)
+
+
+def _target_schema(generating, schema, json_schema) -> GenerationSchema | None:
+    given = [n for n, v in (("generating", generating), ("schema", schema), ("json_schema", json_schema))
+             if v is not None]
+    if len(given) > 1:
+        raise ValueError(f"give at most one of generating, schema and json_schema; got {given}")
+    if generating is not None:
+        cls = generating if isinstance(generating, type) else type(generating)
+        if not hasattr(cls, "generation_schema"):
+            raise ValueError(f"generating={cls.__name__} is not a @generable type")
+        return cls.generation_schema()
+    if schema is not None:
+        if not isinstance(schema, GenerationSchema):
+            raise ValueError(f"schema must be a GenerationSchema, got {type(schema).__name__}")
+        return schema
+    if json_schema is not None:
+        return GenerationSchema.from_json_schema(json_schema)
+    return None
+
+
+def _result(text, value, generating, target):
+    if target is None:
+        return text
+    content = GeneratedContent(value)
+    if generating is not None:
+        cls = generating if isinstance(generating, type) else type(generating)
+        return content.value(cls)
+    return content
+
+
+def _snapshot(text, generating, target):
+    if target is None:
+        return text
+    content = GeneratedContent.from_partial_json(text)
+    if generating is None:
+        return content
+    cls = generating if isinstance(generating, type) else type(generating)
+    if content.is_complete:
+        return content.value(cls)
+    return cls.PartiallyGenerated._from_generated_content(content)
+
+
+def _response_text(entry: dict) -> str:
+    calls = entry.get("toolCalls")
+    if calls:
+        body = [{"name": c["toolName"], "arguments": c["arguments"]} for c in calls]
+        return "<tool_call>" + json.dumps(body, separators=(", ", ": ")) + "</tool_call>"
+    return entry_text(entry)
