@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.run(args) or 0
-    except (OpenAFMError, ValueError) as e:
+    except (OpenAFMError, ValueError, TypeError) as e:
         print(f"openafm: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -56,6 +56,20 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List packaged models and presets, or describe one in full.")
     m.add_argument("--describe", metavar="NAME", help="print one preset's full config, parameter count and cache size")
     m.set_defaults(run=_cmd_models)
+
+    r = sub.add_parser("respond", help="answer a prompt through the Foundation Models session API (openafm.fm)",
+                       description="Answer a prompt with LanguageModelSession.respond. With --schema FILE the answer "
+                                   "is JSON constrained to that JSON Schema (an unsupported keyword is an error "
+                                   "naming it); with --stream the text is printed as it grows.")
+    r.add_argument("prompt", nargs="+", help="the prompt text")
+    r.add_argument("--model", "-m", default=DEFAULT_MODEL, help=f"model name or path (default: {DEFAULT_MODEL})")
+    r.add_argument("--schema", metavar="FILE", help="JSON Schema file the answer must satisfy")
+    r.add_argument("--instructions", default=None, help="session instructions (a system message)")
+    r.add_argument("--max-tokens", type=int, default=None, help="maximum_response_tokens (default 512)")
+    r.add_argument("--temperature", "-t", type=float, default=None, help="0 or unset = greedy; > 0 samples")
+    r.add_argument("--seed", type=int, default=None, help="seed for sampling")
+    r.add_argument("--stream", action="store_true", help="print the text as it is generated")
+    r.set_defaults(run=_cmd_respond)
 
     u = sub.add_parser("upcycle", help="sparse-upcycle a dense model into an MoE checkpoint (report §4.3)",
                        description="Turn every EVERY-th layer's dense FFN into EXPERTS copies of it with a top-k "
@@ -148,6 +162,43 @@ def _cmd_chat(args) -> int:
         reply = lm.chat(history, system=args.system, on_token=_print_token, **_sampling(args))
         print()
         history.append({"role": "assistant", "content": reply})
+
+
+def _cmd_respond(args) -> int:
+    import asyncio
+    import json
+
+    import openafm.fm as fm
+    schema = None
+    if args.schema:
+        try:
+            with open(args.schema) as f:
+                schema = json.load(f)
+        except OSError as e:
+            raise ValueError(f"--schema {args.schema}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--schema {args.schema}: not valid JSON ({e})") from None
+    sampling = fm.SamplingMode.random(seed=args.seed) if args.temperature else None
+    options = fm.GenerationOptions(sampling=sampling, temperature=args.temperature,
+                                   maximum_response_tokens=args.max_tokens)
+    session = fm.LanguageModelSession(instructions=args.instructions, model=fm.SystemLanguageModel(model=args.model))
+    prompt = " ".join(args.prompt)
+
+    async def go():
+        if args.stream and schema is None:
+            shown = ""
+            async for snapshot in session.stream_response(prompt, options=options):
+                sys.stdout.write(snapshot[len(shown):])
+                sys.stdout.flush()
+                shown = snapshot
+            print()
+        elif schema is not None:
+            content = await session.respond(prompt, json_schema=schema, options=options)
+            print(content.to_json())
+        else:
+            print(await session.respond(prompt, options=options))
+    asyncio.run(go())
+    return 0
 
 
 def _cmd_upcycle(args) -> int:
@@ -252,7 +303,51 @@ def _cmd_demo(args) -> int:
     for p, o in zip(prompts, outs):
         print(f"-- {p}{o}")
     print(f"   {_stats_line(stats)} (per sequence; x{len(prompts)} tokens per step)")
+    _demo_framework(args.model)
     return 0
+
+
+def _demo_framework(model_name: str) -> None:
+    """The Foundation Models API on the same model: a typed object, a streamed partial object, a tool call."""
+    import asyncio
+
+    import openafm.fm as fm
+
+    @fm.generable("A fictional person")
+    class Person:
+        name: str = fm.guide("Full name")
+        age: int = fm.guide("Age in years", range=(18, 99))
+        hobbies: list[str] = fm.guide("Hobbies", max_items=3)
+
+    class Weather(fm.Tool):
+        name = "get_weather"
+        description = "Get the current weather for a city"
+
+        @property
+        def arguments_schema(self):
+            return fm.GenerationSchema.from_json_schema(
+                {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+
+        async def call(self, args):
+            city = args.value()["city"]
+            print(f"   [tool get_weather called with city={city!r}]")
+            return f"Sunny and 21 C in {city}"
+
+    async def go():
+        model = fm.SystemLanguageModel(model=model_name)
+        print("\n== Guided generation: a @generable object (constrained decoding)")
+        person = await fm.LanguageModelSession(model=model).respond("Invent a person.", generating=Person)
+        print(f"   {person}")
+        print("\n== Streaming a partially generated object")
+        async for snapshot in fm.LanguageModelSession(model=model).stream_response("Invent a person.",
+                                                                                    generating=Person):
+            print(f"   {snapshot}")
+        print("\n== Tool calling round trip (the call format is enforced by the grammar)")
+        session = fm.LanguageModelSession(model=model, tools=[Weather()], tool_choice="required")
+        answer = await session.respond("What's the weather in Paris?",
+                                       options=fm.GenerationOptions(maximum_response_tokens=60))
+        print(f"   answer: {answer}")
+    asyncio.run(go())
 
 
 if __name__ == "__main__":

@@ -65,3 +65,19 @@ def test_upcycle_writes_an_equivalent_moe_checkpoint(tmp_path, capsys):
         assert (dense.model(ids) - moe.model(ids)).abs().max().item() < 1e-4
     assert main(["upcycle", "--experts", "2", "--top-k", "3", "afm-ondevice-tiny", str(tmp_path / "x")]) == 2
     assert "top_k=3 must be between 1 and n_experts=2" in capsys.readouterr().err
+
+
+@pytest.mark.real_model
+def test_respond_with_a_schema_file_prints_valid_json(tmp_path, capsys):
+    import json
+
+    import jsonschema
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                               "country": {"type": "string", "maxLength": 30}},
+              "required": ["city", "country"], "additionalProperties": False}
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    assert main(["respond", "--schema", str(tmp_path / "s.json"), "Name a big city and its country."]) == 0
+    jsonschema.validate(json.loads(capsys.readouterr().out), schema)
+    (tmp_path / "bad.json").write_text(json.dumps({"type": "string", "contentEncoding": "base64"}))
+    assert main(["respond", "--schema", str(tmp_path / "bad.json"), "hi"]) == 2
+    assert "contentEncoding" in capsys.readouterr().err
