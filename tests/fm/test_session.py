@@ -158,6 +158,9 @@ def test_error_conditions():
         with pytest.raises(fm.DecodingFailureError, match="maximum_response_tokens=3"):
             await s.respond("Invent a person.", generating=Person,
                             options=fm.GenerationOptions(maximum_response_tokens=3))
+        tools = fm.LanguageModelSession(tools=[Recorder()], tool_choice="required")
+        with pytest.raises(fm.DecodingFailureError, match="tool call reached maximum_response_tokens=5"):
+            await tools.respond("Weather in Paris?", options=fm.GenerationOptions(maximum_response_tokens=5))
         return await s.respond("Say hello.")             # the session still works after every failure
     assert run(go())
 

@@ -173,6 +173,9 @@ class LanguageModelSession:
                                     constraint=constraint, on_token=on_token)
                 prefilled += conv.last_turn.prefilled_tokens
                 tools_allowed = self.tools and round_ < MAX_TOOL_ROUNDS
+                if tools_allowed and out.finish_reason == "length" and out.text.startswith("<"):
+                    raise DecodingFailureError(f"a tool call reached maximum_response_tokens={options.max_tokens} "
+                                               f"before it was complete: {out.text[-80:]!r}")
                 calls = parse_tool_calls(out.text, self.tools) if tools_allowed else None
                 if calls is None:
                     break
