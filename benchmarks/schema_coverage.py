@@ -25,10 +25,11 @@ For the compiled schemas:
   property order and whitespace, so it admits a subset of the valid texts by design).
 * generation: the embedded SmolLM2-135M-Instruct, greedy, prompted with the schema after three worked
   examples, writes one instance under the constraint; it is validated with ``jsonschema.Draft202012Validator``
-  with format assertion on (openafm enforces ``format``). Outcomes: validated, invalid (target 0), incomplete
+  with format assertion on (openafm enforces ``format``). Outcomes: validated, invalid (target 0),
+  duplicate_keys (the grammar let an object name a key twice; parsers keep one value; target 0), incomplete
   at the token limit (128 by default: 1.5x the longest valid instance in the suite; greedy outputs that reach
   it are loops such as ``1.2000...`` or re-nested objects), GrammarError dead end, other exception (bug), and
-  validator_error (jsonschema itself cannot check it, e.g. a ``\p{...}`` pattern Python's ``re`` lacks).
+  validator_error (jsonschema itself cannot check it, e.g. a ``\\p{...}`` pattern Python's ``re`` lacks).
   ``--sample N`` draws a seeded random sample instead of all compiled schemas; all 190 take ~10-19 minutes
   on 2 shared CPU cores, so the default is all.
 
@@ -262,6 +263,19 @@ def check_instances(compiled: list[Compiled], tokenizer) -> dict:
 
 # ---- outcome 3: generate with the model and validate --------------------------------------------
 
+class DuplicateKeyError(ValueError):
+    """An object names a key twice: parsers keep one of the values, so what was generated is not what is read."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    keys = [k for k, _ in pairs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise DuplicateKeyError(f"duplicate object key(s) {repeated}: a JSON parser keeps only one value "
+                                f"(RFC 8259: names SHOULD be unique), so the parsed instance differs from the text")
+    return dict(pairs)
+
+
 def generate_one(lm, c: Compiled, max_new_tokens: int, validator_cls, format_checker) -> dict:
     from openafm.runtime.generate import FinishReason, GenerationStats, generate_tokens
     prompt = lm.encode(lm.chat_prompt(prompt_messages(c.case.schema)))
@@ -281,9 +295,16 @@ def generate_one(lm, c: Compiled, max_new_tokens: int, validator_cls, format_che
     if g.finish_reason == FinishReason.LENGTH:
         return {**record, "outcome": "incomplete"}
     try:
-        value = json.loads(g.text)
+        value = json.loads(g.text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         return {**record, "outcome": "invalid", "error": f"not JSON: {e}"}
+    except DuplicateKeyError as e:   # the grammar let a key repeat; what jsonschema sees is the last-wins parse
+        try:
+            last_wins = validator_cls(c.case.schema, format_checker=format_checker).is_valid(json.loads(g.text))
+        except Exception:
+            last_wins = None
+        return {**record, "outcome": "duplicate_keys", "error": str(e),
+                "jsonschema_valid_after_last_wins_parse": last_wins}
     try:
         errors = list(validator_cls(c.case.schema, format_checker=format_checker).iter_errors(value))
     except Exception as e:  # the reference validator itself failed: neither openafm's fault nor a verdict
@@ -311,15 +332,17 @@ def generate_all(lm, chosen: list[Compiled], max_new_tokens: int) -> list[dict]:
 
 def generation_summary(results: list[dict], max_new_tokens: int) -> dict:
     counts = Counter(r["outcome"] for r in results)
-    finished = counts["validated"] + counts["invalid"]
-    lengths = sorted(r["tokens"] for r in results if r["outcome"] in ("validated", "invalid"))
+    checked = ("validated", "invalid", "duplicate_keys")   # finished outputs that got a verdict
+    finished = sum(counts[k] for k in checked)
+    lengths = sorted(r["tokens"] for r in results if r["outcome"] in checked)
 
     def listed(outcome: str, keys: tuple[str, ...]) -> list[dict]:
         return [{k: r[k] for k in keys if k in r} for r in results if r["outcome"] == outcome]
 
     return {
         "schemas": len(results),
-        **{k: counts[k] for k in ("validated", "invalid", "incomplete", "grammar_error", "bug", "validator_error")},
+        **{k: counts[k] for k in ("validated", "invalid", "duplicate_keys", "incomplete", "grammar_error", "bug",
+                                  "validator_error")},
         "validation_rate_of_finished": counts["validated"] / finished if finished else None,
         "validation_rate_of_all": counts["validated"] / len(results) if results else None,
         "max_new_tokens": max_new_tokens,
@@ -329,6 +352,8 @@ def generation_summary(results: list[dict], max_new_tokens: int) -> dict:
                     "per_schema_median": sorted(r["seconds"] for r in results)[len(results) // 2] if results else None},
         "invalid_list": listed("invalid", ("schema_id", "description", "schema", "output", "error",
                                            "valid_without_format_assertion")),
+        "duplicate_keys_list": listed("duplicate_keys", ("schema_id", "description", "schema", "output", "error",
+                                                         "jsonschema_valid_after_last_wins_parse")),
         "incomplete_list": listed("incomplete", ("schema_id", "description", "output")),
         "grammar_error_list": listed("grammar_error", ("schema_id", "description", "schema", "error")),
         "bug_list": listed("bug", ("schema_id", "description", "schema", "error", "where")),
@@ -421,7 +446,8 @@ def main() -> None:
         "compile": {"main": compile_summary(main_set), "optional": compile_summary(optional_set)},
         "suite_instances_through_grammar": instances,
         "generation": {
-            "model": lm.name, "decoding": "greedy", "prompt": {"system": SYSTEM, "examples": [[e, v] for e, v in EXAMPLES], "user": "Schema: <the schema as JSON>"},
+            "model": lm.name, "decoding": "greedy",
+            "prompt": {"system": SYSTEM, "examples": [[e, v] for e, v in EXAMPLES], "user": "Schema: <the schema>"},
             "max_new_tokens": args.max_new_tokens,
             "longest_valid_suite_instance_tokens": longest_valid,
             "sample": {"size": len(chosen), "of_compiled": len(ok),
