@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 
 from openafm.errors import OpenAFMError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+
+# Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
+COMMAND_MODULES: list[str] = []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "time to first token and decode tokens/s.")
     d.add_argument("--model", default=DEFAULT_MODEL, help=f"model name or path (default: {DEFAULT_MODEL})")
     d.set_defaults(run=_cmd_demo)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
     return parser
 
 

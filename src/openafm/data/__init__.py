@@ -1,0 +1,1 @@
+"""Data: corpus sources, the curation pipeline, mixtures, token shards and loaders (report §3)."""

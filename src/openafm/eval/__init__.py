@@ -1,0 +1,1 @@
+"""Evaluation harnesses: perplexity on held-out text, task scores."""
