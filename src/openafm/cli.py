@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("prompt", nargs="+", help="the prompt text")
     r.add_argument("--model", "-m", default=DEFAULT_MODEL, help=f"model name or path (default: {DEFAULT_MODEL})")
     r.add_argument("--schema", metavar="FILE", help="JSON Schema file the answer must satisfy")
+    r.add_argument("--adapter", metavar="FILE", help="a LoRA adapter file (.safetensors) trained for this model; "
+                                                     "it must match the model's weights")
     r.add_argument("--instructions", default=None, help="session instructions (a system message)")
     r.add_argument("--max-tokens", type=int, default=None, help="maximum_response_tokens (default 512)")
     r.add_argument("--temperature", "-t", type=float, default=None, help="0 or unset = greedy; > 0 samples")
@@ -187,7 +189,9 @@ def _cmd_respond(args) -> int:
     sampling = fm.SamplingMode.random(seed=args.seed) if args.temperature else None
     options = fm.GenerationOptions(sampling=sampling, temperature=args.temperature,
                                    maximum_response_tokens=args.max_tokens)
-    session = fm.LanguageModelSession(instructions=args.instructions, model=fm.SystemLanguageModel(model=args.model))
+    adapter = fm.SystemLanguageModel.Adapter(args.adapter) if args.adapter else None
+    session = fm.LanguageModelSession(instructions=args.instructions,
+                                      model=fm.SystemLanguageModel(model=args.model, adapter=adapter))
     prompt = " ".join(args.prompt)
 
     async def go():

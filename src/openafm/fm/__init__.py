@@ -43,6 +43,7 @@ from openafm.fm.model import (
     SystemLanguageModelUseCase,
     SystemLanguageModelVariant,
 )
+from openafm.fm.adapter import Adapter
 from openafm.fm.transcript import Transcript
 from openafm.fm.tool import Tool
 from openafm.fm.session import LanguageModelSession

@@ -137,10 +137,11 @@ class RateLimitedError(GenerationError):
 
 
 class ConcurrentRequestsError(GenerationError):
-    """A request was started on a session that is still answering another one.
+    """Too many requests are running on one model at once.
 
-    Raised by the session when ``respond`` / ``stream_response`` is called while
-    ``is_responding`` is true.
+    Raised by the session when a request would start while ``SystemLanguageModel.max_concurrent_requests``
+    requests (across all sessions using the same backing model and adapter) are already generating. A second
+    request on the *same* session does not raise: it waits for the first, as in Apple's SDK.
     """
 
 

@@ -2,19 +2,32 @@
 
 On Linux there is no system model: `SystemLanguageModel(model=...)` names the openafm model to use
 (default: the embedded SmolLM2-135M-Instruct). Models are loaded on first use and shared by every
-`SystemLanguageModel` naming them.
+`SystemLanguageModel` naming them. An optional `adapter` (a LoRA adapter file, see `openafm.fm.adapter`)
+is attached to a copy that shares the base weights, so adapted and plain sessions run side by side.
+
+At most `max_concurrent_requests` requests generate at once on one backing model (plus adapter), across
+sessions; one more raises `ConcurrentRequestsError` (Apple's "too many concurrent requests"). The CPU
+runs concurrent generations in parallel threads that share its cores, so the limit bounds how far each
+request's latency can stretch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import threading
 
+from openafm.fm.adapter import Adapter
+from openafm.fm.errors import ConcurrentRequestsError
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
-_LOADED: dict[str, object] = {}
+DEFAULT_MAX_CONCURRENT_REQUESTS = 4
+_LOADED: dict[tuple, object] = {}        # (model name, adapter key or None) -> LanguageModel
 _LOAD_LOCK = threading.Lock()
+_RUNNING: dict[tuple, int] = {}          # same keys -> requests generating now
+_RUN_LOCK = threading.Lock()
 
 
 class SystemLanguageModelUnavailableReason(enum.IntEnum):
@@ -43,26 +56,62 @@ class SystemLanguageModelVariant:
 
 
 class SystemLanguageModel:
+    Adapter = Adapter
+
     def __init__(self, use_case: SystemLanguageModelUseCase = SystemLanguageModelUseCase.GENERAL,
-                 guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT, *,
-                 model: str = DEFAULT_MODEL):
+                 guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT,
+                 adapter: Adapter | None = None, *, model: str = DEFAULT_MODEL,
+                 max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS):
         if not isinstance(use_case, SystemLanguageModelUseCase):
             raise ValueError(f"use_case must be a SystemLanguageModelUseCase, got {use_case!r}")
         if not isinstance(guardrails, SystemLanguageModelGuardrails):
             raise ValueError(f"guardrails must be a SystemLanguageModelGuardrails, got {guardrails!r}")
+        if adapter is not None and not isinstance(adapter, Adapter):
+            raise ValueError(f"adapter must be a SystemLanguageModel.Adapter, got {type(adapter).__name__}")
+        if not isinstance(max_concurrent_requests, int) or max_concurrent_requests < 1:
+            raise ValueError(f"max_concurrent_requests must be a positive int, got {max_concurrent_requests!r}")
         self.use_case, self.guardrails, self.model_name = use_case, guardrails, model
+        self.adapter, self.max_concurrent_requests = adapter, max_concurrent_requests
         self._unavailable: str | None = None
+
+    @property
+    def _key(self) -> tuple:
+        return self.model_name, self.adapter.key if self.adapter is not None else None
 
     def language_model(self):
         """The loaded openafm LanguageModel (loads on first use; shared across instances)."""
         with _LOAD_LOCK:
-            if self.model_name not in _LOADED:
+            base_key = (self.model_name, None)
+            if base_key not in _LOADED:
                 import openafm
                 lm = openafm.load(self.model_name)
                 if lm.tokenizer is None:
                     raise ValueError(f"model {self.model_name!r} has no tokenizer; a session needs one")
-                _LOADED[self.model_name] = lm
-            return _LOADED[self.model_name]
+                _LOADED[base_key] = lm
+            if self._key not in _LOADED:
+                from openafm.api import LanguageModel
+                base = _LOADED[base_key]
+                _LOADED[self._key] = LanguageModel(self.adapter.attach(base.model), base.tokenizer,
+                                                   name=f"{base.name}+adapter", source=str(self.adapter.file_url))
+            return _LOADED[self._key]
+
+    @contextlib.contextmanager
+    def admitted(self):
+        """Count one generating request against max_concurrent_requests for the whole request."""
+        key = self._key
+        with _RUN_LOCK:
+            running = _RUNNING.get(key, 0)
+            if running >= self.max_concurrent_requests:
+                raise ConcurrentRequestsError(
+                    f"{running} requests are already generating on model {self.model_name!r}"
+                    f"{' with its adapter' if self.adapter else ''} (max_concurrent_requests="
+                    f"{self.max_concurrent_requests}); wait for one to finish or raise the limit")
+            _RUNNING[key] = running + 1
+        try:
+            yield
+        finally:
+            with _RUN_LOCK:
+                _RUNNING[key] -= 1
 
     def is_available(self) -> tuple[bool, SystemLanguageModelUnavailableReason | None]:
         """(True, None) when the backing model loads; (False, MODEL_NOT_READY) when its files are missing."""
@@ -85,7 +134,8 @@ class SystemLanguageModel:
 
     @property
     def variant(self) -> SystemLanguageModelVariant:
-        return SystemLanguageModelVariant(display_name=f"openafm {self.model_name}")
+        suffix = f" + adapter {self.adapter.file_url.name}" if self.adapter is not None else ""
+        return SystemLanguageModelVariant(display_name=f"openafm {self.model_name}{suffix}")
 
     async def token_count(self, value=None, *, instructions: str | None = None) -> int:
         """Tokens a prompt, instructions, a GenerationSchema, a Transcript or a list of Tools would use."""

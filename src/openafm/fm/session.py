@@ -6,6 +6,8 @@ only the new text, and prefills only those tokens (`session.last_prefill` says h
 cancelled request is rolled back: neither the transcript nor the context keeps any of it.
 
 One request at a time, as Apple's SDK: a second `respond` while one runs waits for it (an asyncio lock).
+Across sessions, more than the model's `max_concurrent_requests` generating at once raises
+`ConcurrentRequestsError`.
 Generation runs in a worker thread, so the event loop stays free (tools run concurrently there).
 """
 
@@ -138,11 +140,13 @@ class LanguageModelSession:
         options = options if options is not None else GenerationOptions()
         loop = asyncio.get_running_loop()
         async with self._lock:
-            self._responding = True
-            try:
-                return await asyncio.to_thread(self._turn, prompt, target, include_schema, options, on_text, loop)
-            finally:
-                self._responding = False
+            with self.model.admitted():
+                self._responding = True
+                try:
+                    return await asyncio.to_thread(self._turn, prompt, target, include_schema, options, on_text,
+                                                   loop)
+                finally:
+                    self._responding = False
 
     def _turn(self, prompt, target, include_schema, options, on_text, loop):
         conv = self._conv()

@@ -1,0 +1,108 @@
+"""Adapter files: a LoRA adapter for one base model, as a single safetensors file.
+
+The file holds only the adapter's tensors ("<layer>.lora_A" [r, in], "<layer>.lora_B" [out, r]) and, in
+the safetensors metadata, the format, rank, alpha, the adapted layer names and the base model's name and
+weights fingerprint. An adapter only makes sense on the weights it was trained against (Apple's adapters
+are tied to one base model version the same way), so attaching it to another base raises.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+from torch import nn
+
+from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.errors import CheckpointError
+from openafm.nn.lora import LoRALinear, apply_lora, load_lora_state_dict, lora_layers, lora_state_dict
+
+FORMAT = "openafm-lora-adapter"
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapterFile:
+    path: Path
+    rank: int
+    alpha: float
+    targets: tuple[str, ...]          # attribute names wrapped (e.g. "qkv", "down")
+    base_name: str
+    base_fingerprint: str
+    tensors: dict[str, torch.Tensor]
+
+
+def save_adapter(path: str | Path, model: nn.Module, *, base_name: str, base_fingerprint: str) -> Path:
+    """Write the LoRA layers of `model` (atomically: temp file, fsync, rename)."""
+    layers = lora_layers(model)
+    if not layers:
+        raise ValueError("the model has no LoRA layers to save (wrap it with openafm.nn.lora.apply_lora)")
+    ranks = {m.rank for m in layers.values()}
+    alphas = {m.alpha for m in layers.values()}
+    if len(ranks) != 1 or len(alphas) != 1:
+        raise ValueError(f"an adapter file holds one rank and alpha; the model's LoRA layers have ranks "
+                         f"{sorted(ranks)} and alphas {sorted(alphas)}")
+    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "rank": str(ranks.pop()),
+            "alpha": repr(alphas.pop()), "targets": json.dumps(sorted({n.rsplit('.', 1)[-1] for n in layers})),
+            "base_name": base_name, "base_fingerprint": base_fingerprint}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file({k: v.contiguous().cpu() for k, v in lora_state_dict(model).items()}, tmp, metadata=meta)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_adapter(path: str | Path) -> AdapterFile:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such adapter file")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{path}: cannot be read as safetensors ({e})") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: format {meta.get('format')!r} is not {FORMAT!r}")
+    if meta.get("format_version") != str(FORMAT_VERSION):
+        raise CheckpointError(f"{path}: format_version {meta.get('format_version')!r} is not supported "
+                              f"(this openafm reads version {FORMAT_VERSION})")
+    return AdapterFile(path=path, rank=int(meta["rank"]), alpha=float(meta["alpha"]),
+                       targets=tuple(json.loads(meta["targets"])), base_name=meta["base_name"],
+                       base_fingerprint=meta["base_fingerprint"], tensors=tensors)
+
+
+def attach_adapter(model: nn.Module, adapter: AdapterFile) -> nn.Module:
+    """A copy of `model` with the adapter attached. The copy shares every base weight with `model` (no
+    extra memory beyond the adapter) and `model` itself is left unchanged. Raises when the adapter was
+    trained for other weights."""
+    actual = weights_fingerprint(model)
+    if actual != adapter.base_fingerprint:
+        raise CheckpointError(f"{adapter.path}: adapter was trained for base model {adapter.base_name!r} with "
+                              f"weights {adapter.base_fingerprint}, but this model's weights are {actual}")
+    if any(isinstance(m, LoRALinear) for m in model.modules()):
+        raise ValueError("the model already has LoRA layers; attach adapters to the plain base model")
+    shared = {id(t): t for t in list(model.parameters()) + list(model.buffers())}
+    trainable = {p: p.requires_grad for p in model.parameters()}
+    clone = copy.deepcopy(model, memo=dict(shared))
+    apply_lora(clone, rank=adapter.rank, alpha=adapter.alpha, targets=adapter.targets)
+    for p, flag in trainable.items():          # apply_lora froze the shared base weights: not ours to change
+        p.requires_grad_(flag)
+    load_lora_state_dict(clone, adapter.tensors)
+    clone.eval()
+    return clone
