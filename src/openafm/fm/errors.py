@@ -106,7 +106,8 @@ class UnsupportedGuideError(GenerationError):
 class UnsupportedLanguageOrLocaleError(GenerationError):
     """The prompt's language or the requested locale is not supported by the model.
 
-    Raised by the session when a language or locale check fails.
+    Kept for compatibility; openafm does not raise it yet: it has no language check in front of the
+    model (a prompt in any language reaches the model, which may answer poorly outside English).
     """
 
 
@@ -148,8 +149,10 @@ class ConcurrentRequestsError(GenerationError):
 class RefusalError(GenerationError):
     """The model refused to produce the requested generable output.
 
-    Raised by the session when a guided generation ends in a refusal; ``explanation_entries``
-    holds the transcript entries explaining it, as in the SDK.
+    Kept for compatibility (``explanation_entries`` as in the SDK); openafm does not raise it yet. Apple's
+    model has a trained refusal path inside guided generation; the open models here have none, and
+    letting the grammar admit refusal text beside the schema would let a sentence that merely starts
+    like a refusal ("I ...") be forced into one, so constrained output is always the schema's JSON.
     """
 
     def __init__(self, message: str, debug_description: str | None = None, explanation_entries: Any = None):
