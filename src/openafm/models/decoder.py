@@ -62,9 +62,12 @@ class CausalLM(nn.Module):
         """The flat layer plan the runtime's KV cache is built from (layer i = the Block with index i)."""
         raise NotImplementedError
 
-    def begin(self, input_ids: torch.Tensor, cache, positions: torch.Tensor | None):
+    def begin(self, input_ids: torch.Tensor, cache, positions: torch.Tensor | None,
+              segment_ids: torch.Tensor | None = None):
         """-> (embedded tokens [B, T, D], the forward's context). Opens the K/V store for T new tokens."""
         b, t = input_ids.shape
+        if segment_ids is not None:
+            positions = _check_packed(input_ids, cache, positions, segment_ids)
         if positions is None:
             if cache is not None and cache.padded:
                 raise ValueError("this cache holds a left-padded batch whose rows are at different positions; "
@@ -73,7 +76,8 @@ class CausalLM(nn.Module):
             positions = torch.arange(start, start + t, device=input_ids.device).expand(b, t)
         x = self.embed(input_ids)                                              # [B, T, D]
         store = cache if cache is not None else FreshKV()
-        ctx = ForwardContext(store=store, positions=positions, padded=store.padded or bool((positions < 0).any()))
+        ctx = ForwardContext(store=store, positions=positions, padded=store.padded or bool((positions < 0).any()),
+                             segment_ids=segment_ids)
         if any(s.attention.uses_rope for s in self.kv_plan.layers):
             ctx.cos, ctx.sin = self.rope.lookup(positions, x.dtype)
         store.begin(positions)
@@ -109,15 +113,50 @@ class Decoder(CausalLM):
         return self.config
 
     def forward(self, input_ids: torch.Tensor, *, cache=None, positions: torch.Tensor | None = None,
-                logits: Logits = Logits.ALL) -> torch.Tensor:
+                segment_ids: torch.Tensor | None = None, logits: Logits = Logits.ALL) -> torch.Tensor:
         """input_ids [B, T] -> logits [B, T, V] (or [B, 1, V] with Logits.LAST).
 
         cache: a runtime KVCache to read and extend (None: a cache-free forward from position 0).
         positions: [B, T] absolute positions, -1 for left padding (default: continue the cache).
+        segment_ids: [B, T] packed training rows: which document each token belongs to (non-decreasing
+            along a row). A token then attends only to earlier tokens of its own document; positions
+            should restart at each document (default: derived from segment_ids). Cache-free only.
         """
-        x, ctx = self.begin(input_ids, cache, positions)
+        x, ctx = self.begin(input_ids, cache, positions, segment_ids)
         for i, layer in enumerate(self.layers):
             if i == self.bypass_from and logits is Logits.LAST and x.shape[1] > 1:
                 x = x[:, -1:]                                                  # prefill bypass
             x = layer(x, ctx)
         return self.finish(x, ctx, logits)
+
+
+def _check_packed(input_ids: torch.Tensor, cache, positions: torch.Tensor | None,
+                  segment_ids: torch.Tensor) -> torch.Tensor:
+    """Validate a packed-row forward; -> positions [B, T] (given, or restarting at each segment change)."""
+    if cache is not None:
+        raise ValueError("segment_ids (packed training rows) need a cache-free forward; got a KV cache")
+    if segment_ids.shape != input_ids.shape:
+        raise ValueError(f"segment_ids shape {tuple(segment_ids.shape)} must equal input_ids shape "
+                         f"{tuple(input_ids.shape)}")
+    if segment_ids.dtype.is_floating_point or segment_ids.dtype == torch.bool:
+        raise ValueError(f"segment_ids must be an integer tensor, got {segment_ids.dtype}")
+    if bool((segment_ids[:, 1:] < segment_ids[:, :-1]).any()):
+        raise ValueError("segment_ids must be non-decreasing along each row (documents are contiguous)")
+    if positions is None:
+        return segment_positions(segment_ids)
+    if positions.shape != input_ids.shape:
+        raise ValueError(f"positions shape {tuple(positions.shape)} must equal input_ids shape "
+                         f"{tuple(input_ids.shape)}")
+    if bool((positions < 0).any()):
+        raise ValueError("positions of packed rows must be >= 0 (packed rows have no padding)")
+    return positions
+
+
+def segment_positions(segment_ids: torch.Tensor) -> torch.Tensor:
+    """segment_ids [B, T] -> positions [B, T] counting from 0 at each segment's first token."""
+    b, t = segment_ids.shape
+    slot = torch.arange(t, device=segment_ids.device).expand(b, t)
+    starts = torch.ones_like(segment_ids, dtype=torch.bool)
+    starts[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]
+    start_slot = torch.where(starts, slot, torch.zeros_like(slot)).cummax(dim=1).values  # [B, T]
+    return slot - start_slot

@@ -110,9 +110,9 @@ class PTMoE(CausalLM):
         return outputs[0] if len(outputs) == 1 else torch.stack(outputs).mean(0)
 
     def forward(self, input_ids: torch.Tensor, *, cache=None, positions: torch.Tensor | None = None,
-                logits: Logits = Logits.ALL) -> torch.Tensor:
+                segment_ids: torch.Tensor | None = None, logits: Logits = Logits.ALL) -> torch.Tensor:
         """input_ids [B, T] -> logits [B, T, V] (or [B, 1, V] with Logits.LAST); as `Decoder.forward`."""
-        x, ctx = self.begin(input_ids, cache, positions)
+        x, ctx = self.begin(input_ids, cache, positions, segment_ids)
         for block in range(self.config.n_blocks):
             x = self.combine([self.run_track_block(t, block, x, ctx) for t in range(self.config.n_tracks)])
         return self.finish(x, ctx, logits)

@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 from openafm.models.plan import AttentionKind, LayerSpec
 from openafm.nn.kv import KeyLayout, LayerKV
-from openafm.nn.mask import visibility_mask
+from openafm.nn.mask import document_mask, visibility_mask
 from openafm.nn.rope import apply_rope
 
 
@@ -26,6 +26,7 @@ class ForwardContext:
     cos: torch.Tensor | None = None  # [B, T, 1, Dh]
     sin: torch.Tensor | None = None  # [B, T, 1, Dh], sign folded in (see nn.rope)
     masks: dict = dataclasses.field(default_factory=dict)
+    segment_ids: torch.Tensor | None = None  # [B, T] documents of packed rows (cache-free forwards only)
 
     def rotary(self, tq: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin of the last tq tokens (all of them unless the prefill bypass sliced the queries)."""
@@ -37,6 +38,11 @@ class ForwardContext:
         """(attn_mask, is_causal) for the last tq queries over kv; cached per kind and shape."""
         s = kv.k_pos.shape[1]
         window = spec.window
+        if self.segment_ids is not None:
+            key = ("documents", window, tq)
+            if key not in self.masks:
+                self.masks[key] = document_mask(self.segment_ids, self.positions, tq, window)
+            return self.masks[key], False
         if not self.padded:
             fits = window is None or s <= window
             if kv.layout is KeyLayout.PREFIX and fits and tq == s:
