@@ -127,7 +127,7 @@ def main() -> None:
               f"{v['extended_over_base']:8.2f}")
     print(f"{'en-deb':6s} {'Debian Ref.':14s} {english['base']:6.2f} {english['extended']:6.2f} "
           f"{english['scratch']:7.2f} {english['extended'] / english['base']:8.2f}")
-    print(f"English held-out: {english["base_tokens_kept_unmerged"]:.2%} of base tokens kept unmerged, "
+    print(f"English held-out: {english['base_tokens_kept_unmerged']:.2%} of base tokens kept unmerged, "
           f"{english['paragraphs_tokenized_identically']:.1%} of paragraphs tokenized identically; "
           f"extension {extend_s:.0f} s, scratch training {scratch_s:.0f} s")
 
