@@ -29,7 +29,7 @@ from openafm.data.pipeline.runner import run_stage, shard_paths
 from openafm.data.pipeline.stage import Stage
 from openafm.data.sources import SOURCES, get_source
 
-DEFAULT_LIMIT = 1000
+DEFAULT_LIMIT = 300
 
 
 @dataclass(kw_only=True)

@@ -9,8 +9,10 @@ fluency, the property that separates prose from keyword lists, scrambled templat
 debris. The labels are sound by construction: every positive is human-written running text, every negative
 is provably not (it is a permutation of one).
 
-Model. Word unigrams and bigrams, hashed (CRC-32) into 2**18 buckets, binary, L2-normalised; logistic
-regression trained by SGD (numpy, seeded). Documents split into 80-word windows; 20% of the positive
+Model. Word unigrams and bigrams plus trigrams of an abstract sequence (function words kept, other words
+replaced by their shape: syntax that carries over to texts whose vocabulary the curated sources lack), hashed (CRC-32) into 2**18 buckets, binary, L2-normalised; logistic
+regression trained by SGD (numpy, seeded). Training documents are split into windows of 12, 24, 48 or 80
+words (so short texts are in distribution); scored documents into 80-word windows; 20% of the positive
 documents (by a hash of their id) and the negatives made from them are held out, and the held-out accuracy
 is in the stage report. A document is scored by the mean probability of its first 16 windows and dropped as
 ``low-quality-score`` below 0.5. Only English general-domain documents are scored (the model knows only
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -36,6 +39,7 @@ POSITIVE_SOURCES = ("bible-kjv-text", "debian-reference-en", "wordnet-base")
 N_BUCKETS = 1 << 18
 WINDOW_WORDS = 80
 MAX_WINDOWS = 16
+TRAIN_WINDOW_SIZES = (12, 24, 48, 80)
 
 
 def windows(text: str, size: int = WINDOW_WORDS) -> list[list[str]]:
@@ -49,10 +53,38 @@ def windows(text: str, size: int = WINDOW_WORDS) -> list[list[str]]:
     return [w for w in out if w]
 
 
+FUNCTION_WORDS = frozenset("""a an the and or but if then so as of in on at to for from by with about into over after
+before between through under than that this these those there here it its he she they we you i me him her them us
+my your his our their who whom which what when where why how not no is are was were be been being have has had do
+does did will would shall should can could may might must all any some each every one other such only own same
+very just also more most much many few both either neither nor too yet""".split())
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def abstract(words: list[str]) -> list[str]:
+    """The window as a sequence of function words and word shapes ("Xx", "x", "X", "9", punctuation)."""
+    out = []
+    for tok in _TOKEN.findall(" ".join(words).lower() if False else " ".join(words)):
+        low = tok.lower()
+        if low in FUNCTION_WORDS:
+            out.append(low)
+        elif tok.isdigit():
+            out.append("9")
+        elif tok[0].isalpha():
+            out.append("X" if tok.isupper() and len(tok) > 1 else "Xx" if tok[0].isupper() else "x")
+        else:
+            out.append(tok)
+    return out
+
+
 def features(words: list[str]) -> tuple[np.ndarray, float]:
-    """(unique bucket indices, value) of a window's unigrams + bigrams; value = 1/sqrt(n) (L2-normalised)."""
+    """(unique bucket indices, value) of a window's word unigrams and bigrams plus trigrams of its abstract
+    sequence (function words kept, other words as shapes — syntax that carries across domains);
+    value = 1/sqrt(n) (L2-normalised)."""
     lowered = [w.lower() for w in words]
-    grams = lowered + [a + " " + b for a, b in zip(lowered, lowered[1:])]
+    shape = abstract(words)
+    grams = (lowered + [a + " " + b for a, b in zip(lowered, lowered[1:])]
+             + ["~" + " ".join(shape[i:i + 3]) for i in range(len(shape) - 2)])
     idx = np.unique(np.fromiter((zlib.crc32(g.encode()) % N_BUCKETS for g in grams), dtype=np.int64))
     return idx, 1.0 / np.sqrt(max(len(idx), 1))
 
@@ -118,11 +150,12 @@ class QualityModel:
 
 
 def labelled_examples(docs: list[Document], seed: int = 0) -> list[tuple[list[str], int]]:
-    """Every window of every positive document as label 1, plus one corrupted copy of each as label 0."""
+    """Windows of every positive document as label 1, plus one corrupted copy of each as label 0. Window
+    lengths cycle through ``TRAIN_WINDOW_SIZES`` so short documents (a fortune, a gloss) are in distribution."""
     rng = random.Random(seed)
     out = []
-    for doc in docs:
-        for i, words in enumerate(windows(doc.text)):
+    for j, doc in enumerate(docs):
+        for i, words in enumerate(windows(doc.text, TRAIN_WINDOW_SIZES[j % len(TRAIN_WINDOW_SIZES)])):
             out.append((words, 1))
             out.append((corrupt(words, ("shuffle", "reverse-lines")[i % 2], rng), 0))
     return out
