@@ -30,6 +30,7 @@ def test_positives(text, expected, kind):
 
 @pytest.mark.parametrize("text", [
     "card 4111 1111 1111 1112 fails the Luhn check",
+    "id 1000000000000008 passes Luhn but has no issuer prefix",
     "version 1.2.3.4.5 and 999.1.1.1 and 01.02.03.04",
     "on 2024-01-15 at 12:30:45",
     "ISBN 978-3-16-148410-0 and serial 1234567 and pi 3.14159",
