@@ -12,7 +12,7 @@ from openafm.errors import OpenAFMError
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 # Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["openafm.commands.train"]
 
 
 def main(argv: list[str] | None = None) -> int:
