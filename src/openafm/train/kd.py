@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from openafm.errors import ConfigError
 from openafm.train.batch_protocol import IGNORE_INDEX
-from openafm.train.objective import cross_entropy, forward_logits, labelled_tokens
+from openafm.train.objective import at_least_fp32, cross_entropy, forward_logits, labelled_tokens
 
 
 class KDKind(str, enum.Enum):
@@ -33,8 +33,8 @@ def kd_divergence(student: torch.Tensor, teacher: torch.Tensor, labels: torch.Te
                   top_k: int | None = None, temperature: float = 1.0) -> torch.Tensor:
     """Mean per-token KL(teacher || student) over labels != IGNORE_INDEX. student, teacher [B, T, V]; labels [B, T]."""
     tau = temperature
-    log_s = F.log_softmax(student.float() / tau, dim=-1)                       # [B, T, V]
-    t = teacher.float() / tau
+    log_s = F.log_softmax(at_least_fp32(student) / tau, dim=-1)                       # [B, T, V]
+    t = at_least_fp32(teacher) / tau
     if kind is KDKind.FULL:
         log_t = F.log_softmax(t, dim=-1)                                       # [B, T, V]
         per_token = (log_t.exp() * (log_t - log_s)).sum(-1)                    # [B, T]

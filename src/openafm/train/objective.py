@@ -44,10 +44,15 @@ def labelled_tokens(batch: Batch) -> int:
     return int((batch.labels != IGNORE_INDEX).sum())
 
 
+def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits (bf16 autocast) -> fp32 for the softmax; fp32 / fp64 as they are."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy over labels != IGNORE_INDEX. logits [B, T, V], labels [B, T].
     A batch with no labelled token gives 0 (with a gradient path), not NaN."""
-    flat = logits.flatten(0, 1).float()                                          # [B*T, V]
+    flat = at_least_fp32(logits.flatten(0, 1))                                          # [B*T, V]
     total = F.cross_entropy(flat, labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
     return total / max(int((labels != IGNORE_INDEX).sum()), 1)
 
