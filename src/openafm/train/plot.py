@@ -20,7 +20,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run_dir = Path(run_dir)
     records = read_metrics(run_dir / METRICS_FILE)
     if not records:
-        raise FileNotFoundError(f"{run_dir / METRICS_FILE}: no metrics to plot (missing or empty)")
+        raise ValueError(f"{run_dir / METRICS_FILE}: no metrics to plot (missing or empty)")
     steps = [r["step"] for r in records]
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
     for ax, (key, title) in zip(axes.flat, PANELS):
