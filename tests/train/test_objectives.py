@@ -101,7 +101,7 @@ def test_lm_objective_is_ce_of_the_model_logits_and_weights_by_labelled_tokens()
     loss, metrics = LMObjective()(model, batch)
     expected = _naive_ce(model(batch.input_ids, positions=batch.positions).double(), batch.labels)
     assert float(loss.detach()) == pytest.approx(expected, rel=1e-5)
-    assert metrics["ce"] == pytest.approx(float(loss))
+    assert metrics["ce"] == pytest.approx(float(loss.detach()))
     assert LMObjective().weight(batch) == 2 * 11
 
 
