@@ -117,7 +117,7 @@ def test_kd_objective_mixes_kl_and_ce_by_weight(kd_weight):
     assert metrics["kl"] == pytest.approx(kl, rel=1e-3)
     ce = _naive_ce(s, batch.labels)
     assert metrics["ce"] == pytest.approx(ce, rel=1e-5)
-    assert float(loss) == pytest.approx(kd_weight * metrics["kl"] + (1 - kd_weight) * metrics["ce"], rel=1e-6)
+    assert float(loss.detach()) == pytest.approx(kd_weight * metrics["kl"] + (1 - kd_weight) * metrics["ce"], rel=1e-6)
     assert not any(p.requires_grad for p in teacher.parameters())
 
 
