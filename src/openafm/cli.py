@@ -12,7 +12,8 @@ from openafm.errors import OpenAFMError
 DEFAULT_MODEL = "smollm2-135m-instruct"
 
 # Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
-COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer"]
+COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
+                              "openafm.commands.train"]
 
 
 def main(argv: list[str] | None = None) -> int:

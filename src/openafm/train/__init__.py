@@ -1,0 +1,18 @@
+"""The trainer (report §4): one loop for pretraining, upcycling, distillation, QAT and LoRA recovery.
+
+    config.py          TrainConfig (YAML-loadable) and its parts
+    batch_protocol.py  the Batch / Loader protocol the data pipeline implements
+    synthetic.py       a deterministic in-memory loader (tests, benchmarks)
+    objective.py       Objective protocol and the LM objective (cross-entropy)
+    kd.py              the knowledge-distillation objective (KL to teacher logits, full or top-k, + CE)
+    optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping
+    schedule.py        learning-rate schedules (warmup + cosine, warmup-stable-decay)
+    flops.py           FLOPs per token, MFU, the machine's measured peak FLOP/s
+    metrics.py         the metrics JSONL (append + flush, truncated on resume)
+    rng.py             capture / restore the torch, numpy and Python RNG states
+    checkpoint.py      atomic training checkpoints, keep-last-K, compatibility check
+    activation.py      per-block activation checkpointing
+    parallel.py        torch.distributed data parallelism (DDP, FSDP2) as a kind
+    loop.py            Trainer: the step, gradient accumulation, resume
+    plot.py            loss / lr / grad-norm / throughput curves to PNG
+"""
