@@ -133,7 +133,7 @@ class Decoder(CausalLM):
 def _check_packed(input_ids: torch.Tensor, cache, positions: torch.Tensor | None,
                   segment_ids: torch.Tensor) -> torch.Tensor:
     """Validate a packed-row forward; -> positions [B, T] (given, or restarting at each segment change)."""
-    if cache is not None:
+    if cache is not None and not isinstance(cache, FreshKV):     # FreshKV stores (training) keep no cache
         raise ValueError("segment_ids (packed training rows) need a cache-free forward; got a KV cache")
     if segment_ids.shape != input_ids.shape:
         raise ValueError(f"segment_ids shape {tuple(segment_ids.shape)} must equal input_ids shape "

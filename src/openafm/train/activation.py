@@ -34,8 +34,8 @@ def apply_activation_checkpointing(model: torch.nn.Module) -> int:
         block.forward = _checkpointed(block.forward)
     begin = model.begin
 
-    def begin_with_retained_kv(input_ids, cache, positions):
-        return begin(input_ids, cache if cache is not None else RetainedKV(), positions)
+    def begin_with_retained_kv(input_ids, cache, positions, *args, **kwargs):
+        return begin(input_ids, cache if cache is not None else RetainedKV(), positions, *args, **kwargs)
     model.begin = begin_with_retained_kv
     return len(blocks)
 
