@@ -17,8 +17,16 @@ Its fixed point c* balances the two sides of c:
 
 i.e. the mean excess of the weights beyond c* times their share equals κ c* times the share within.
 Iteration starts at c_0 = mean |w| and stops when |c_{k+1} - c_k| <= tol · c_k for every group (once the
-split {|w| > c} stops changing the next step returns the same c exactly); not converging in max_iter
-steps raises. f_init = c* / max|W|, clamped to at most 1.
+split {|w| > c} stops changing the next step returns the same c exactly).
+
+On a finite sample the balance h(c) = κ c #{|w| <= c} - Σ_{|w| > c} (|w| - c) is increasing but jumps at
+each sample, so it can step over zero: then no fixed point exists and the iteration cycles between two
+values on either side of the jump (seen on rows of a few hundred weights). A group still moving after
+`cycle_check` steps is solved exactly instead: sort |w|, and for each split "k smallest within" the
+equation is linear, c_k = Σ_{top n-k} |w| / (κ k + n - k); return the c_k that lies inside its own
+split (the fixed point), or, when none does, the sample where h crosses zero (the balance point).
+
+f_init = c* / max|W|, clamped to at most 1.
 """
 
 from __future__ import annotations
@@ -43,9 +51,9 @@ class ClipResult:
     iterations: int
 
 
-def newton_raphson_clip(abs_w: torch.Tensor, noise: float, *, tol: float = 1e-6, max_iter: int = 200) -> ClipResult:
+def newton_raphson_clip(abs_w: torch.Tensor, noise: float, *, tol: float = 1e-6, cycle_check: int = 50) -> ClipResult:
     """abs_w [G, n] (|W| of G groups of n weights each) -> the fixed point c* [G] of the iteration above;
-    noise is κ (LevelSet.rounding_noise())."""
+    noise is κ (LevelSet.rounding_noise()). Groups not converged after `cycle_check` steps are solved exactly."""
     if abs_w.ndim != 2 or abs_w.shape[1] == 0:
         raise ValueError(f"abs_w must be [groups, n] with n >= 1, got shape {tuple(abs_w.shape)}")
     if (abs_w < 0).any():
@@ -53,16 +61,35 @@ def newton_raphson_clip(abs_w: torch.Tensor, noise: float, *, tol: float = 1e-6,
     a = abs_w.double()
     n = a.shape[1]
     c = a.mean(dim=1)                                                  # [G]
-    for k in range(1, max_iter + 1):
+    for k in range(1, cycle_check + 1):
         beyond = a > c[:, None]                                        # [G, n]
         n_beyond = beyond.sum(dim=1).double()
         c_next = (a * beyond).sum(dim=1) / (noise * (n - n_beyond) + n_beyond)
-        step = float(((c_next - c).abs() / c.clamp_min(1e-300)).max())
+        moving = (c_next - c).abs() > tol * c.clamp_min(1e-300)        # [G]
         c = c_next
-        if step <= tol:
+        if not moving.any():
             return ClipResult(clip=c.to(abs_w.dtype), iterations=k)
-    raise RuntimeError(f"Newton-Raphson clipping did not converge in {max_iter} iterations "
-                       f"(largest relative step {step:.3g}, tol {tol})")
+    for g in moving.nonzero().flatten().tolist():
+        c[g] = balance_point(a[g], noise)
+    return ClipResult(clip=c.to(abs_w.dtype), iterations=cycle_check)
+
+
+def balance_point(abs_w: torch.Tensor, noise: float) -> float:
+    """Exact solution for one group abs_w [n]: the fixed point if one exists, else the sample where
+    h(c) = κ c #{|w| <= c} - Σ_{|w| > c} (|w| - c) crosses zero."""
+    s = abs_w.double().sort().values                                   # [n] ascending
+    n = s.numel()
+    k = torch.arange(n + 1, dtype=torch.float64)                       # k smallest are within
+    top = s.sum() - torch.cat([s.new_zeros(1), s.cumsum(0)])           # [n+1] Σ of the n-k largest
+    c = top / (noise * k + (n - k))                                    # [n+1]
+    lo = torch.cat([s.new_zeros(1), s])                                # s[k-1] (0 for k = 0)
+    hi = torch.cat([s, s.new_full((1,), float("inf"))])                # s[k]
+    fixed = (lo <= c) & (c < hi)
+    if fixed.any():
+        return float(c[fixed.nonzero()[0, 0]])
+    j = torch.arange(1, n + 1, dtype=torch.float64)                    # counting s[j-1] within
+    h = noise * s * j - (top[1:] - s * (n - j))                        # h at each sample, [n]
+    return float(s[(h >= 0).nonzero()[0, 0]])
 
 
 def init_factor(weight: torch.Tensor, levels: LevelSet, granularity: Granularity, kind: ClipInit) -> torch.Tensor:
