@@ -132,6 +132,6 @@ def test_a_few_steps_reduce_the_loss():
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < losses[0]
     assert not parametrize.is_parametrized(model.embed)
