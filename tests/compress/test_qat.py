@@ -135,3 +135,11 @@ def test_a_few_steps_reduce_the_loss():
         losses.append(loss.item())
     assert losses[-1] < losses[0]
     assert not parametrize.is_parametrized(model.embed)
+
+
+def test_spec_dict_round_trip():
+    from openafm.config import from_dict, to_dict
+    spec = QATSpec(bits=3, levels=Levels.UNBALANCED, embed_bits=None, skip=["layers.0.*"])
+    data = to_dict(spec)
+    assert data["levels"] == "unbalanced" and data["embed_bits"] is None
+    assert from_dict(QATSpec, data) == spec
