@@ -1,0 +1,94 @@
+"""2-bit QAT baselines (report §6, Table 3): held-out perplexity of SmolLM2-135M-Instruct in fp32 and with
+its weights rounded to nearest (RTN) on the QAT level sets, before any training.
+
+Every Linear weight (fused qkv, out, gate_up, down) is quantized at 2, 3 or 4 bits, per tensor or per
+output channel, with f = 1 (no clipping) or f from the Newton-Raphson clip init; the tied embedding table
+stays fp32 in those rows, and two extra rows quantize only the embedding table to 4 bits per row (f = 1, NR).
+Text: openafm.eval.texts held-out split, the first --tokens tokens, non-overlapping --context windows.
+
+    python benchmarks/qat.py --rtn-only --json
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import emit, log, parser  # noqa: E402
+
+import openafm
+from openafm.compress.clip_init import ClipInit
+from openafm.compress.fake_quant import Granularity
+from openafm.compress.levels import Levels
+from openafm.compress.rtn import quantize_model_rtn
+from openafm.eval.perplexity import perplexity
+from openafm.eval.texts import english_text
+
+
+def rtn_variants(bits_list: list[int]) -> list[dict]:
+    """The RTN grid: (bits, granularity, clip) for the Linear weights, plus 4-bit embeddings alone."""
+    rows = [dict(bits=b, granularity=g, clip=c, embed_bits=None)
+            for b in bits_list for g in Granularity for c in ClipInit]
+    rows += [dict(bits=None, granularity=Granularity.CHANNEL, clip=c, embed_bits=4) for c in ClipInit]
+    return rows
+
+
+def variant_name(v: dict) -> str:
+    if v["bits"] is None:
+        return f"embed{v['embed_bits']}_{v['granularity'].value}_{v['clip'].value}"
+    return f"w{v['bits']}_{v['granularity'].value}_{v['clip'].value}"
+
+
+def apply_variant(model: torch.nn.Module, v: dict, levels: Levels) -> None:
+    if v["bits"] is None:   # embeddings only: quantize_model_rtn needs a weight width, so skip every weight
+        quantize_model_rtn(model, bits=2, levels=levels, clip=v["clip"], embed_bits=v["embed_bits"],
+                           embed_granularity=v["granularity"], skip=["layers.*"])
+    else:
+        quantize_model_rtn(model, bits=v["bits"], levels=levels, granularity=v["granularity"], clip=v["clip"])
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--rtn-only", action="store_true", required=True,
+                   help="measure the fp32 and RTN rows only (required: the QAT training phase is not built yet)")
+    p.add_argument("--tokens", type=int, default=8192, help="held-out tokens scored")
+    p.add_argument("--context", type=int, default=512)
+    p.add_argument("--bits", type=int, nargs="+", default=[2, 3, 4])
+    p.add_argument("--levels", type=Levels, default=Levels.BALANCED, choices=list(Levels))
+    args = p.parse_args()
+
+    lm = openafm.load(args.model)
+    model = lm.model
+    ids = lm.encode(english_text("heldout"))[: args.tokens]
+    if len(ids) < args.tokens:
+        raise ValueError(f"held-out text has {len(ids)} tokens, fewer than --tokens {args.tokens}")
+    fp32_state = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def ppl() -> float:
+        return perplexity(model, ids, context=args.context, batch_size=4).ppl
+
+    t0 = time.perf_counter()
+    base = ppl()
+    log(f"fp32: {base:.3f} ({time.perf_counter() - t0:.0f}s)")
+    rows = {}
+    for v in rtn_variants(args.bits):
+        model.load_state_dict(fp32_state)
+        t = time.perf_counter()
+        apply_variant(model, v, args.levels)
+        value = ppl()
+        rows[variant_name(v)] = {"ppl": value, "ratio_to_fp32": value / base}
+        log(f"{variant_name(v)}: {value:.4g} ({time.perf_counter() - t:.0f}s)")
+    model.load_state_dict(fp32_state)
+
+    emit({"model": args.model, "levels": args.levels.value, "text": "debian-reference heldout",
+          "tokens": len(ids), "context": args.context, "threads": torch.get_num_threads(),
+          "fp32_ppl": base, "rtn": rows}, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Fake quantization with a learnable clipping factor (report §6):
+
+    W̃ = s · (clamp(⌊W/s + z⌉, q_min, q_max) - z),      s = f · max|W| / level_max
+
+q_min, q_max and z come from the level set (compress.levels; level_max = q_max - z is the largest level,
+the report's "q_max" when levels are counted from zero). f in (0, 1] is the clipping factor: the top
+level sits at f · max|W|. max|W| is taken per tensor or per output row (`Granularity`) and is a
+statistic of the weight, not differentiated (detached), so the gradient to W is exactly the STE's.
+
+Backward (custom autograd function, forward bit-identical to `QuantizedWeight.dequantize` of `quantize`):
+
+* W: straight-through estimator. dW̃/dW = 1 where q_min <= W/s + z <= q_max (inside the clamp range,
+  before rounding), 0 outside (clipped weights get no gradient).
+* f: dW̃/ds per element, then ds/df = max|W| / level_max, summed over the weights sharing that f.
+  `ScaleGradient.LSQ` (LSQ, Esser et al. 2020; ParetoQ): rounding passed straight through inside the
+  range, dW̃/ds = ⌊u⌉ - u with u = W/s + z (i.e. ⌊u⌉ - z - W/s), and q - z outside.
+  `ScaleGradient.FROZEN_CODES`: the codes held constant, dW̃/ds = q - z everywhere — the exact
+  derivative wherever no weight crosses a rounding boundary (a finite difference in f agrees).
+* Gradient scaling of f (`GradScale`), a multiplier g on df:
+  `LSQ`:     g = 1 / sqrt(N · level_max), N = number of weights sharing one f (out·in per tensor, in
+             per row) — LSQ's rule.
+  `NEURONS`: g = 1 / sqrt(number of output neurons sharing one f) (out per tensor, 1 per row) — our
+             literal reading of the report's "neuron count".
+  `NONE`:    g = 1.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+import torch
+from torch import nn
+
+from openafm.compress.levels import LevelSet
+from openafm.compress.quantized import QuantizedWeight
+
+ABSMAX_FLOOR = 1e-12   # an all-zero tensor or row gets this max|W| (its codes dequantize to ~0) instead of 0/0
+
+
+class Granularity(enum.StrEnum):
+    TENSOR = "tensor"     # one max|W| and one f per [out, in] matrix
+    CHANNEL = "channel"   # one per output row
+
+
+class ScaleGradient(enum.StrEnum):
+    LSQ = "lsq"
+    FROZEN_CODES = "frozen_codes"
+
+
+class GradScale(enum.StrEnum):
+    LSQ = "lsq"
+    NEURONS = "neurons"
+    NONE = "none"
+
+
+def absmax(weight: torch.Tensor, granularity: Granularity) -> torch.Tensor:
+    """max|W| over each quantization group, detached: [..., 1, 1] (TENSOR) or [..., out, 1] (CHANNEL)."""
+    a = weight.detach().abs()
+    if granularity is Granularity.TENSOR:
+        m = a.amax(dim=(-2, -1), keepdim=True)
+    elif granularity is Granularity.CHANNEL:
+        m = a.amax(dim=-1, keepdim=True)
+    else:
+        raise ValueError(f"granularity={granularity!r}; accepted: {[g.value for g in Granularity]}")
+    return m.clamp_min(ABSMAX_FLOOR)
+
+
+def scale_of(f: torch.Tensor, weight_absmax: torch.Tensor, levels: LevelSet) -> torch.Tensor:
+    """s = f · max|W| / level_max (float32, the shape of f)."""
+    return (f * weight_absmax) / levels.level_max
+
+
+def codes_of(weight: torch.Tensor, s: torch.Tensor, levels: LevelSet) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (u = W/s + z, q = clamp(⌊u⌉, q_min, q_max)) as float tensors shaped like weight."""
+    u = weight / s + levels.zero
+    return u, u.round().clamp(levels.q_min, levels.q_max)
+
+
+def grad_scale_of(kind: GradScale, weight_shape: torch.Size, granularity: Granularity, levels: LevelSet) -> float:
+    out, inp = weight_shape[-2], weight_shape[-1]
+    if kind is GradScale.NONE:
+        return 1.0
+    if kind is GradScale.LSQ:
+        n = out * inp if granularity is Granularity.TENSOR else inp
+        return 1.0 / math.sqrt(n * levels.level_max)
+    if kind is GradScale.NEURONS:
+        return 1.0 / math.sqrt(out if granularity is Granularity.TENSOR else 1)
+    raise ValueError(f"grad_scale={kind!r}; accepted: {[g.value for g in GradScale]}")
+
+
+class _FakeQuant(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight, f, weight_absmax, levels: LevelSet, scale_gradient: ScaleGradient, g: float):
+        s = scale_of(f, weight_absmax, levels)                      # [..., 1 or out, 1]
+        u, q = codes_of(weight, s, levels)                          # [..., out, in]
+        ctx.save_for_backward(u, q, weight_absmax)
+        ctx.levels, ctx.scale_gradient, ctx.g, ctx.f_shape = levels, scale_gradient, g, f.shape
+        return s * (q - levels.zero)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        u, q, weight_absmax = ctx.saved_tensors
+        levels = ctx.levels
+        inside = (u >= levels.q_min) & (u <= levels.q_max)
+        grad_w = grad_out * inside if ctx.needs_input_grad[0] else None
+        grad_f = None
+        if ctx.needs_input_grad[1]:
+            ds = q - levels.zero                                    # dW̃/ds with the codes held constant
+            if ctx.scale_gradient is ScaleGradient.LSQ:
+                ds = torch.where(inside, q - u, ds)
+            per_elem = grad_out * ds
+            # sum over the elements sharing each f (dims where f is broadcast)
+            dims = tuple(i for i, (a, b) in enumerate(zip(ctx.f_shape, per_elem.shape)) if a == 1 and b != 1)
+            grad_s = per_elem.sum(dim=dims, keepdim=True) if dims else per_elem
+            grad_f = grad_s * weight_absmax / levels.level_max * ctx.g
+        return grad_w, grad_f, None, None, None, None
+
+
+def fake_quantize(weight: torch.Tensor, f: torch.Tensor, levels: LevelSet, granularity: Granularity, *,
+                  scale_gradient: ScaleGradient = ScaleGradient.LSQ,
+                  grad_scale: GradScale = GradScale.LSQ) -> torch.Tensor:
+    """W̃ for weight [..., out, in] with f shaped like max|W| ([..., 1, 1] or [..., out, 1])."""
+    m = absmax(weight, granularity)
+    if f.shape != m.shape:
+        raise ValueError(f"f has shape {tuple(f.shape)}; {granularity.value} granularity on a weight of shape "
+                         f"{tuple(weight.shape)} needs {tuple(m.shape)}")
+    g = grad_scale_of(grad_scale, weight.shape, granularity, levels)
+    return _FakeQuant.apply(weight, f, m, levels, scale_gradient, g)
+
+
+def quantize(weight: torch.Tensor, f: torch.Tensor, levels: LevelSet, granularity: Granularity) -> QuantizedWeight:
+    """The exported form of fake_quantize(weight [out, in], f): dequantize() equals its forward bit for bit."""
+    if weight.ndim != 2:
+        raise ValueError(f"quantize takes one [out, in] matrix, got shape {tuple(weight.shape)}")
+    with torch.no_grad():
+        m = absmax(weight, granularity)
+        s = scale_of(f.detach().to(weight.dtype), m, levels)                 # [1, 1] or [out, 1]
+        _, q = codes_of(weight.detach(), s, levels)
+    scale = s.reshape(()) if granularity is Granularity.TENSOR else s.reshape(-1)
+    return QuantizedWeight(codes=q.to(torch.uint8), scale=scale.float().contiguous(), zero=levels.zero,
+                           bits=levels.bits, levels=levels.kind)
+
+
+class FakeQuantize(nn.Module):
+    """A parametrization (torch.nn.utils.parametrize) of one weight: holds the learnable f, returns W̃."""
+
+    def __init__(self, levels: LevelSet, granularity: Granularity, f_init: torch.Tensor, *,
+                 scale_gradient: ScaleGradient = ScaleGradient.LSQ, grad_scale: GradScale = GradScale.LSQ):
+        super().__init__()
+        self.levels, self.granularity = levels, Granularity(granularity)
+        self.scale_gradient, self.grad_scale = ScaleGradient(scale_gradient), GradScale(grad_scale)
+        self.f = nn.Parameter(f_init.detach().clone().float())             # [..., 1, 1] or [..., out, 1]
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return fake_quantize(weight, self.f, self.levels, self.granularity,
+                             scale_gradient=self.scale_gradient, grad_scale=self.grad_scale)
+
+    def export(self, weight: torch.Tensor) -> list[QuantizedWeight]:
+        """One QuantizedWeight per [out, in] matrix of weight (one for a Linear, E for a MoE expert stack)."""
+        mats = weight.reshape(-1, *weight.shape[-2:])
+        fs = self.f.reshape(-1, *self.f.shape[-2:])
+        return [quantize(w, f, self.levels, self.granularity) for w, f in zip(mats, fs)]
+
+    def extra_repr(self) -> str:
+        return (f"bits={self.levels.bits}, levels={self.levels.kind.value}, granularity={self.granularity.value}, "
+                f"f={tuple(self.f.shape)}")
