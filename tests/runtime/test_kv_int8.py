@@ -75,3 +75,12 @@ def test_storage_must_be_a_kind():
     generate_tokens(model, [[1, 2]], max_new_tokens=2, stats=stats)
     with pytest.raises(ValueError, match="differs from the continued cache"):
         generate_tokens(model, [[3]], max_new_tokens=2, cache=stats.cache, kv_storage=KVStorage.INT8)
+
+
+def test_cli_generate_takes_kv_int8(capsys):
+    from openafm.cli import build_parser
+    args = build_parser().parse_args(["generate", "--kv", "int8", "hi"])
+    assert args.kv == "int8" and KVStorage(args.kv) is KVStorage.INT8
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "--kv", "int4", "hi"])
+    assert "invalid choice: 'int4'" in capsys.readouterr().err
