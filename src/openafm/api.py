@@ -13,6 +13,7 @@ from openafm.models.decoder import CausalLM
 from openafm.models.plan import DecoderConfig
 from openafm.models.presets import CONFIG_ONLY, PRESETS, SMOLLM2_VOCAB, get_preset
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
+from openafm.runtime.kv_cache import KVStorage
 from openafm.runtime.sampling import SamplingParams
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -46,11 +47,13 @@ class LanguageModel:
     def generate(self, prompt: str | list[str], *, max_tokens: int = 128, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                  stop: list[str] | tuple[str, ...] = (), on_token: Callable[[TokenEvent], None] | None = None,
-                 stats: GenerationStats | None = None) -> str | list[str]:
-        """Continue the prompt text (or each of a list of prompts, batched). Returns text (or a list)."""
+                 stats: GenerationStats | None = None, kv_storage: KVStorage = KVStorage.NATIVE) -> str | list[str]:
+        """Continue the prompt text (or each of a list of prompts, batched). Returns text (or a list).
+        kv_storage=KVStorage.INT8 keeps the KV cache in int8 (see runtime.kv_cache)."""
         prompts = [prompt] if isinstance(prompt, str) else list(prompt)
         outs = self.generate_detailed(prompts, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                                      top_p=top_p, seed=seed, stop=stop, on_token=on_token, stats=stats)
+                                      top_p=top_p, seed=seed, stop=stop, on_token=on_token, stats=stats,
+                                      kv_storage=kv_storage)
         texts = [o.text for o in outs]
         return texts[0] if isinstance(prompt, str) else texts
 
@@ -61,13 +64,14 @@ class LanguageModel:
     def generate_detailed(self, prompts: list[str], *, max_tokens: int = 128, temperature: float = 0.0,
                           top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                           stop: list[str] | tuple[str, ...] = (), on_token=None,
-                          stats: GenerationStats | None = None) -> list[Generation]:
+                          stats: GenerationStats | None = None,
+                          kv_storage: KVStorage = KVStorage.NATIVE) -> list[Generation]:
         tok = self._need_tokenizer()
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         ids = [tok.encode(p) for p in prompts]
         return generate_tokens(self.model, ids, max_new_tokens=max_tokens, sampling=sampling,
                                eos_token_ids=set(tok.eos_token_ids), stop=list(stop), tokenizer=tok,
-                               on_token=on_token, stats=stats)
+                               on_token=on_token, stats=stats, kv_storage=kv_storage)
 
     def _need_tokenizer(self):
         if self.tokenizer is None:

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template as a user turn")
     g.add_argument("--system", default=None, help="system message (with --chat)")
     g.add_argument("--quiet-stats", action="store_true", help="do not print timing to stderr")
+    g.add_argument("--kv", choices=["native", "int8"], default="native",
+                   help="KV cache storage: native (the model's dtype, default) or int8 (per-token, per-head "
+                        "scales; ~1/4 of fp32 cache memory)")
     g.set_defaults(run=_cmd_generate)
 
     c = sub.add_parser("chat", help="interactive chat that streams the model's replies",
@@ -135,6 +138,7 @@ def _print_token(event) -> None:
 
 def _cmd_generate(args) -> int:
     from openafm.runtime.generate import GenerationStats
+    from openafm.runtime.kv_cache import KVStorage
     lm, load_s = _load(args.model, args.dtype)
     prompt = " ".join(args.prompt)
     if args.chat:
@@ -142,7 +146,7 @@ def _cmd_generate(args) -> int:
     elif args.system is not None:
         raise ValueError("--system needs --chat")
     stats = GenerationStats()
-    lm.generate(prompt, on_token=_print_token, stats=stats, **_sampling(args))
+    lm.generate(prompt, on_token=_print_token, stats=stats, kv_storage=KVStorage(args.kv), **_sampling(args))
     print()
     if not args.quiet_stats:
         print(_stats_line(stats, load_s), file=sys.stderr)

@@ -91,6 +91,9 @@ class CausalLM(nn.Module):
         x = self.norm(x)
         if self.lm_head is not None:
             return self.lm_head(x)
+        attend = getattr(self.embed, "attend", None)      # a packed embedding computes x E^T from its codes
+        if attend is not None:
+            return attend(x)
         return linear(x, self.embed.weight)                                   # tied embeddings
 
     def num_parameters(self) -> int:

@@ -66,11 +66,11 @@ class Conversation:
         need = self.cached + len(new)
         if self.cache is None:
             self.cache = KVCache(self.model.kv_plan, batch_size=1, capacity=min(window, max(need, 512)),
-                                 dtype=self.model.embed.weight.dtype, device=self.model.embed.weight.device)
+                                 dtype=self.model.norm.weight.dtype, device=self.model.norm.weight.device)
         elif need > self.cache.capacity:
             self.cache = self.cache.grown(min(window, max(need, 2 * self.cache.capacity)))
         with torch.inference_mode():
-            self.model(torch.tensor([new], device=self.model.embed.weight.device), cache=self.cache,
+            self.model(torch.tensor([new], device=self.model.norm.weight.device), cache=self.cache,
                        logits=Logits.LAST)
         self.total_prefilled += len(new)
         return len(new)

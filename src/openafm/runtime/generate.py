@@ -10,7 +10,7 @@ import torch
 
 from openafm.errors import ContextWindowExceededError
 from openafm.models.decoder import CausalLM, Logits
-from openafm.runtime.kv_cache import KVCache
+from openafm.runtime.kv_cache import KVCache, KVStorage
 from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
 
@@ -69,7 +69,8 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                     stop: list[str] | tuple[str, ...] = (), tokenizer=None,
                     on_token: Callable[[TokenEvent], None] | None = None,
                     stats: GenerationStats | None = None, constraint=None,
-                    fast_forward: bool = True, cache: KVCache | None = None) -> list[Generation]:
+                    fast_forward: bool = True, cache: KVCache | None = None,
+                    kv_storage: KVStorage = KVStorage.NATIVE) -> list[Generation]:
     """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently.
 
     constraint: a runtime.constrained.GrammarConstraint for a single prompt: the logits are masked to the
@@ -79,7 +80,12 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
     cache: continue a single sequence whose earlier tokens are already in this cache (a session): the
     prompt holds only the new tokens, and only they are prefilled. Read the cache back from
     `stats.cache` (it is replaced by a larger one when it must grow).
+
+    kv_storage: how a new cache stores K/V (KVStorage.INT8: int8 with per-token, per-head scales). A
+    continued cache keeps its own storage; asking for another one raises.
     """
+    if cache is not None and cache.storage is not kv_storage:
+        raise ValueError(f"kv_storage={kv_storage} differs from the continued cache's {cache.storage}")
     if cache is not None and len(prompts) != 1:
         raise ValueError(f"continuing a cache takes one prompt of new tokens; got {len(prompts)} prompts")
     if constraint is not None and len(prompts) != 1:
@@ -97,14 +103,14 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
         raise ContextWindowExceededError(before + longest, window, max_new_tokens)
 
     stats = stats if stats is not None else GenerationStats()
-    device = model.embed.weight.device
+    device, dtype = _device_dtype(model)
     b = len(prompts)
     stops = StopMatcher(stop)
     rows = [_Row(decoder=_stream_decoder(tokenizer)) for _ in prompts]
     sampler = Sampler(sampling, device)
     if cache is None:
         cache = KVCache(model.kv_plan, batch_size=b, capacity=longest + max_new_tokens,
-                        dtype=model.embed.weight.dtype, device=device)
+                        dtype=dtype, device=device, storage=kv_storage)
     elif cache.steps + longest + max_new_tokens > cache.capacity:
         need = cache.steps + longest + max_new_tokens
         cache = cache.grown(min(window, max(need, 2 * cache.capacity)))
@@ -200,6 +206,12 @@ def _stream_decoder(tokenizer):
         return None
     from openafm.tokenizer.stream import StreamDecoder
     return StreamDecoder(tokenizer)
+
+
+def _device_dtype(model: CausalLM) -> tuple[torch.device, torch.dtype]:
+    """The device and activation dtype of a model (its final norm's weight: present in dense and packed models)."""
+    w = model.norm.weight
+    return w.device, w.dtype
 
 
 def _left_pad(prompts: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,9 +7,15 @@
 Slots are indexed by the shared time step (the same for every row of the batch). The absolute position
 held in each slot (-1 = empty or left padding) is kept once per group of layers that share a slot
 layout (all full layers; all ring layers of one window), and masks are derived from it.
+
+What a slot holds is the cache's `KVStorage` kind: the model's dtype (NATIVE), or int8 with one scale
+per token and head (INT8: K and V quantized on write, dequantized to the model's dtype on read; readers
+of a shared cache get the dequantized tensors like the owner).
 """
 
 from __future__ import annotations
+
+import enum
 
 import torch
 
@@ -18,47 +24,130 @@ from openafm.models.plan import AttentionKind, DecoderConfig, LayerSpec
 from openafm.nn.kv import KeyLayout, LayerKV
 
 
+class KVStorage(enum.Enum):
+    NATIVE = "native"  # K/V stored in the cache dtype
+    INT8 = "int8"      # int8 codes + one scale per (token, head): ~1/4 of fp32, ~1/2 of bf16
+
+
+class DenseSlots:
+    """Slots [B, Hkv, S, Dh] in the cache dtype."""
+
+    def __init__(self, batch: int, heads: int, slots: int, head_dim: int, dtype, device):
+        self.data = torch.zeros(batch, heads, slots, head_dim, dtype=dtype, device=device)
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.data.shape
+
+    def set(self, idx, x: torch.Tensor) -> None:      # idx: slice or index tensor over slots; x [B, H, n, Dh]
+        self.data[:, :, idx] = x
+
+    def get(self, idx) -> torch.Tensor:               # -> [B, H, n, Dh]
+        return self.data[:, :, idx]
+
+    def copy_slots(self, other: "DenseSlots", src, dst) -> None:
+        self.data[:, :, dst] = other.data[:, :, src]
+
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
+class Int8Slots:
+    """Slots as int8 codes [B, Hkv, S, Dh] and a scale per token and head [B, Hkv, S, 1] (cache dtype):
+    x ~ scale * code, scale = max|x| / 127 over the head dimension, so |error| <= scale / 2 per element."""
+
+    def __init__(self, batch: int, heads: int, slots: int, head_dim: int, dtype, device):
+        self.dtype = dtype
+        self.codes = torch.zeros(batch, heads, slots, head_dim, dtype=torch.int8, device=device)
+        self.scale = torch.zeros(batch, heads, slots, 1, dtype=dtype, device=device)
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.codes.shape
+
+    def set(self, idx, x: torch.Tensor) -> None:
+        codes, scale = quantize_int8(x)
+        self.codes[:, :, idx] = codes
+        self.scale[:, :, idx] = scale.to(self.dtype)
+
+    def get(self, idx) -> torch.Tensor:
+        return self.codes[:, :, idx].to(self.dtype) * self.scale[:, :, idx]
+
+    def copy_slots(self, other: "Int8Slots", src, dst) -> None:
+        self.codes[:, :, dst] = other.codes[:, :, src]
+        self.scale[:, :, dst] = other.scale[:, :, src]
+
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.scale.nbytes
+
+
+def quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [..., Dh] -> (int8 codes [..., Dh], float32 scale [..., 1]) with x ~ scale * codes."""
+    xf = x.float()
+    scale = xf.abs().amax(-1, keepdim=True) / 127                            # [..., 1]
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    codes = torch.round(xf / safe).clamp_(-127, 127).to(torch.int8)
+    return codes, scale
+
+
+SLOTS = {KVStorage.NATIVE: DenseSlots, KVStorage.INT8: Int8Slots}
+
+
 class FullLayerCache:
-    def __init__(self, batch: int, heads: int, capacity: int, head_dim: int, dtype, device):
-        self.k = torch.zeros(batch, heads, capacity, head_dim, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
+    def __init__(self, batch: int, heads: int, capacity: int, head_dim: int, dtype, device,
+                 storage: KVStorage = KVStorage.NATIVE):
+        self.k = SLOTS[storage](batch, heads, capacity, head_dim, dtype, device)
+        self.v = SLOTS[storage](batch, heads, capacity, head_dim, dtype, device)
 
     def write(self, t0: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         t1 = t0 + k.shape[2]
-        self.k[:, :, t0:t1] = k
-        self.v[:, :, t0:t1] = v
-        return self.k[:, :, :t1], self.v[:, :, :t1]
+        self.k.set(slice(t0, t1), k)
+        self.v.set(slice(t0, t1), v)
+        return self.k.get(slice(0, t1)), self.v.get(slice(0, t1))
 
     def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes() + self.v.nbytes()
 
 
 class RingLayerCache:
-    def __init__(self, batch: int, heads: int, window: int, head_dim: int, dtype, device):
+    def __init__(self, batch: int, heads: int, window: int, head_dim: int, dtype, device,
+                 storage: KVStorage = KVStorage.NATIVE):
         self.window = window
-        self.k = torch.zeros(batch, heads, window, head_dim, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
+        self.k = SLOTS[storage](batch, heads, window, head_dim, dtype, device)
+        self.v = SLOTS[storage](batch, heads, window, head_dim, dtype, device)
 
     def write(self, t0: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         w, t = self.window, k.shape[2]
         if t == 1:
-            self.k[:, :, t0 % w] = k[:, :, 0]
-            self.v[:, :, t0 % w] = v[:, :, 0]
+            slot = t0 % w
+            self.k.set(slice(slot, slot + 1), k)
+            self.v.set(slice(slot, slot + 1), v)
             filled = min(t0 + 1, w)
-            return self.k[:, :, :filled], self.v[:, :, :filled]
-        # Several new tokens attend to what the ring held before them plus each other.
-        if t0 == 0:
-            out = (k, v)
-        else:
-            filled = min(t0, w)
-            out = (torch.cat([self.k[:, :, :filled], k], 2), torch.cat([self.v[:, :, :filled], v], 2))
+            return self.k.get(slice(0, filled)), self.v.get(slice(0, filled))
+        # Several new tokens attend to what the ring held before them plus each other (as stored).
         slots, keep = _ring_slots(t0, t, w, k.device)
-        self.k[:, :, slots] = k[:, :, -keep:]
-        self.v[:, :, slots] = v[:, :, -keep:]
+        if t0 == 0 and keep == t:
+            self.k.set(slots, k)
+            self.v.set(slots, v)
+            return self.k.get(slots), self.v.get(slots)
+        filled = min(t0, w)
+        before = (self.k.get(slice(0, filled)), self.v.get(slice(0, filled))) if t0 else None
+        new_k, new_v = _as_stored(self.k, k), _as_stored(self.v, v)
+        out = (new_k, new_v) if before is None else (torch.cat([before[0], new_k], 2), torch.cat([before[1], new_v], 2))
+        self.k.set(slots, k[:, :, -keep:])
+        self.v.set(slots, v[:, :, -keep:])
         return out
 
     def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
+        return self.k.nbytes() + self.v.nbytes()
+
+
+def _as_stored(slots, x: torch.Tensor) -> torch.Tensor:
+    """x as the slots would return it after a round trip (itself for dense storage)."""
+    if isinstance(slots, DenseSlots):
+        return x
+    codes, scale = quantize_int8(x)
+    return codes.to(slots.dtype) * scale.to(slots.dtype)
 
 
 def _ring_slots(t0: int, t: int, window: int, device) -> tuple[torch.Tensor, int]:
@@ -71,10 +160,15 @@ class KVCache:
     """Per-layer storage for one batch of sequences, up to `capacity` time steps."""
 
     def __init__(self, config: DecoderConfig, *, batch_size: int, capacity: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                 storage: KVStorage = KVStorage.NATIVE):
+        if not isinstance(storage, KVStorage):
+            raise ValueError(f"storage={storage!r} is not a KVStorage; use one of "
+                             f"{[f'KVStorage.{k.name}' for k in KVStorage]}")
         if capacity > config.max_seq_len:
             raise ContextWindowExceededError(capacity, config.max_seq_len)
         self.config, self.capacity, self.batch_size = config, capacity, batch_size
+        self.dtype, self.device, self.storage = dtype, torch.device(device), storage
         self.steps = 0           # time steps written so far (shared by all rows)
         self.padded = False      # whether any stored slot is left padding
         hkv, dh = config.n_kv_heads, config.attn_head_dim
@@ -88,7 +182,7 @@ class KVCache:
             slots = capacity if window is None else window
             self._pos.setdefault(window, torch.full((batch_size, slots), -1, dtype=torch.long, device=device))
             cls = FullLayerCache if window is None else RingLayerCache
-            self.layers.append(cls(batch_size, hkv, slots, dh, dtype, device))
+            self.layers.append(cls(batch_size, hkv, slots, dh, dtype, device, storage))
         self._visible: dict[int | None, tuple[torch.Tensor, KeyLayout]] = {}
         self._written: dict[int, LayerKV] = {}
         self._t = 0
@@ -139,13 +233,13 @@ class KVCache:
         if capacity <= self.capacity:
             return self
         new = KVCache(self.config, batch_size=self.batch_size, capacity=capacity,
-                      dtype=self._dtype(), device=self._device())
+                      dtype=self.dtype, device=self.device, storage=self.storage)
         new.steps, new.padded = self.steps, self.padded
         for old_layer, new_layer in zip(self.layers, new.layers):
             if old_layer is not None:
                 src, dst = self._slots_of(old_layer), new._slots_of(new_layer)
-                new_layer.k[:, :, dst] = old_layer.k[:, :, src]
-                new_layer.v[:, :, dst] = old_layer.v[:, :, src]
+                new_layer.k.copy_slots(old_layer.k, src, dst)
+                new_layer.v.copy_slots(old_layer.v, src, dst)
         for window, pos in new._pos.items():
             old_window = window if window in self._pos else None
             src, dst = self._step_slots(old_window), new._step_slots(window)
@@ -160,12 +254,6 @@ class KVCache:
         first = 0 if window is None else max(0, self.steps - window)
         steps = torch.arange(first, self.steps)
         return steps if window is None else steps % window
-
-    def _dtype(self) -> torch.dtype:
-        return next(layer.k.dtype for layer in self.layers if layer is not None)
-
-    def _device(self) -> torch.device:
-        return next(layer.k.device for layer in self.layers if layer is not None)
 
     # --- bookkeeping --------------------------------------------------------------------------
     @property
