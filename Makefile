@@ -5,11 +5,12 @@ PY     := $(VENV)/bin/python
 # The exact torch CPU wheel lives in /opt/wheels on these machines; a looser pin would pull CUDA builds.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 STAMP  := $(VENV)/.installed
-# Real text for the data pipeline, the tokenizer and the compression experiments comes from Debian packages.
+# Real text for the data pipeline, the tokenizer and the compression experiments comes from Debian packages;
+# ninja-build compiles the packed low-bit matvec kernel (torch.utils.cpp_extension) on first use.
 DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-ru \
 	fortunes-pl fortunes-cs wordnet-base debian-reference-en debian-reference-de debian-reference-es \
 	debian-reference-fr debian-reference-it debian-reference-ja debian-reference-pt debian-reference-zh-cn \
-	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base
+	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base ninja-build
 APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends
 
 .PHONY: demo test setup data clean
