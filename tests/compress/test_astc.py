@@ -132,3 +132,10 @@ def test_model_pass_writes_reconstructions_and_sums_sizes():
     assert total.weights == sum(w.numel() for w in before.values())
     with pytest.raises(ValueError, match="no nn.Linear"):
         astc_compress_model(model, include=lambda name: False, progress=False)
+
+
+def test_compressing_leaves_python_string_constants_alone():
+    # regression: the binding's ASTCSwizzle.from_str upper-cases the interned "rgba" constant in place
+    compress_weight(torch.zeros(6, 24), "hdr", "6x6", channels="rgba", quality=FAST)
+    assert "rgba" == "".join(["r", "g", "b", "a"])
+    assert Channels("rgba") is Channels.RGBA and Channels.RGBA.value == "".join(["r", "g", "b", "a"])

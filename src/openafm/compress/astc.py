@@ -149,6 +149,13 @@ def _context(profile: Profile, block: tuple[int, int], quality: Quality):
     return ae.ASTCContext(config, threads=1)
 
 
+def _identity_swizzle():
+    # Not ASTCSwizzle.from_str("rgba"): that binding upper-cases its argument's buffer in place, which
+    # rewrites the interned "rgba" constant for the whole process (Channels.RGBA's value included).
+    import astc_encoder as ae
+    return ae.ASTCSwizzle()
+
+
 def _texel_type(profile: Profile):
     import astc_encoder as ae
     return ae.ASTCType.F16 if profile is Profile.HDR else ae.ASTCType.U8
@@ -159,7 +166,7 @@ def _codec_roundtrip_bytes(texels: np.ndarray, profile: Profile, block: tuple[in
     import astc_encoder as ae
     h, w, _ = texels.shape
     image = ae.ASTCImage(_texel_type(profile), w, h, 1, np.ascontiguousarray(texels).tobytes())
-    return _context(profile, block, quality).compress(image, ae.ASTCSwizzle.from_str("rgba"))
+    return _context(profile, block, quality).compress(image, _identity_swizzle())
 
 
 def _decode_bytes(data: bytes, profile: Profile, block: tuple[int, int], quality: Quality,
@@ -167,7 +174,7 @@ def _decode_bytes(data: bytes, profile: Profile, block: tuple[int, int], quality
     """ASTC bytes -> decoded texels [H, W, 4] as float32 in texel units (LDR: 0..1)."""
     import astc_encoder as ae
     image = ae.ASTCImage(_texel_type(profile), width, height, 1)
-    _context(profile, block, quality).decompress(data, image, ae.ASTCSwizzle.from_str("rgba"))
+    _context(profile, block, quality).decompress(data, image, _identity_swizzle())
     if profile is Profile.HDR:
         return np.frombuffer(image.data, dtype=np.float16).reshape(height, width, 4).astype(np.float32)
     return np.frombuffer(image.data, dtype=np.uint8).reshape(height, width, 4).astype(np.float32) / 255.0
