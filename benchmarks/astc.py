@@ -15,7 +15,7 @@ Three parts, all in one run:
    held-out perplexity (Debian Reference held-out split, --tokens tokens, context 512) beside the fp32
    model in the same run. The token embedding (tied to the LM head) is not a linear and is not compressed.
 
-    python benchmarks/astc.py --json                     # whole model (~15 min on 2 shared cores)
+    python benchmarks/astc.py --json                     # whole model (25 min wall on 2 busy shared cores)
     python benchmarks/astc.py --json --layers 0,1        # restrict the model part to some layers
 """
 
