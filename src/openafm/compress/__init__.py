@@ -1,0 +1,1 @@
+"""Compression: QAT, bit packing, ASTC block compression, group-quant baselines, SVD pull-out."""
