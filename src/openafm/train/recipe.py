@@ -275,9 +275,11 @@ def validate(recipe: Recipe) -> None:
 def recipe_from_dict(data: Any, source: str = "recipe") -> Recipe:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a recipe is a mapping (run_dir, seed, stages), got {type(data).__name__}")
-    unknown = sorted(set(data) - {"run_dir", "seed", "stages"})
+    # keys starting with "x-" hold YAML anchors (shared train / mixture blocks) and are otherwise ignored
+    unknown = sorted(k for k in set(data) - {"run_dir", "seed", "stages"} if not str(k).startswith("x-"))
     if unknown:
-        raise ConfigError(f"{source}: unknown keys {unknown}; accepted keys: ['run_dir', 'seed', 'stages']")
+        raise ConfigError(f"{source}: unknown keys {unknown}; accepted keys: ['run_dir', 'seed', 'stages'] and "
+                          f"'x-...' keys holding YAML anchors")
     if "run_dir" not in data or not isinstance(data.get("stages"), list) or not data["stages"]:
         raise ConfigError(f"{source}: needs run_dir and a non-empty list of stages")
     recipe = Recipe(run_dir=str(data["run_dir"]), seed=int(data.get("seed", 0)),

@@ -29,6 +29,10 @@ def _write_json(path: Path, data: dict) -> None:
 
 def run_recipe(recipe: Recipe, *, log=print) -> dict:
     """-> the report: {run_dir, total_s, stages: [{name, kind, status (ran | skipped), wall_s, outputs}]}."""
+    import torch
+    # Tiny freshly initialised models produce denormal gradients whose CPU matmuls run ~15x slower (measured:
+    # a 1.8M-parameter backward 4.3 s -> 0.3 s); flushing them to zero changes nothing above 1e-38.
+    torch.set_flush_denormal(True)
     run_dir = Path(recipe.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     outputs: dict[str, dict] = {}
