@@ -25,6 +25,8 @@ WORDS = {"general": "the king said unto them go forth and see the land which is 
 
 def write_corpus(root, docs_per_domain: int = 24) -> None:
     rng = random.Random(0)
+    (root / "work" / "extract").mkdir(parents=True)         # what `openafm data build` leaves beside the domains
+    (root / "report.json").write_text("{}")
     for domain, words in WORDS.items():
         (root / domain).mkdir(parents=True)
         with open(root / domain / "shard-00000.jsonl", "w") as f:

@@ -31,15 +31,22 @@ def run_corpus(recipe: Recipe, stage: CorpusStage, out: Path, outputs: dict) -> 
         root = out / "corpus"
         build(BuildConfig(out=str(root), sources=stage.sources, limit_per_source=stage.limit_per_source,
                           shard_size=stage.shard_size))
-    counts = {d.name: sum(1 for f in d.glob("*.jsonl") for line in f.open(encoding="utf-8") if line.strip())
-              for d in sorted(root.iterdir()) if d.is_dir() and not d.name.startswith(".") and d.name != "work"}
+    counts: dict[str, int] = {}
+    for doc in iter_documents(root):
+        counts[doc.domain] = counts.get(doc.domain, 0) + 1
     return {"jsonl_dir": str(root), "documents": counts}
 
 
 def iter_documents(jsonl_dir: str | Path):
-    """Every Document of a curated corpus ({domain}/*.jsonl), in a fixed order."""
-    from openafm.data.tokenize_shards import _input_files, _parse
-    for _, path in _input_files(Path(jsonl_dir)):
+    """Every Document of a curated corpus (its {domain}/*.jsonl files; other entries such as the build's
+    work/ directory and report.json are not documents), in a fixed order."""
+    from openafm.data.document import Document
+    from openafm.data.tokenize_shards import _parse
+    root = Path(jsonl_dir)
+    files = [p for domain in Document.DOMAINS for p in sorted((root / domain).glob("*.jsonl"))]
+    if not files:
+        raise ConfigError(f"{root}: no {{domain}}/*.jsonl files (domains: {Document.DOMAINS})")
+    for path in files:
         with open(path, encoding="utf-8") as f:
             for line_no, line in enumerate(f, 1):
                 if line.strip():
