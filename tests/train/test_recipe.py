@@ -181,3 +181,8 @@ def test_hq_split_takes_top_scores_per_domain():
     assert not split[Subset.HELDOUT] and len(split[Subset.TRAIN]) == 20
     hq = {d.id for d in split[Subset.HQ]}
     assert hq == {f"{d}-{i}" for d in ("general", "code") for i in (7, 8, 9)}
+    whole = {d.id for d in split_documents(docs, 1e-9, 0.3, ("code",))[Subset.HQ]}
+    assert whole == {f"general-{i}" for i in (7, 8, 9)} | {f"code-{i}" for i in range(10)}
+    del docs[0].meta["quality_score"]
+    with pytest.raises(ConfigError, match="'general-0' has no meta.quality_score"):
+        split_documents(docs, 1e-9, 0.3, ("code",))

@@ -96,8 +96,15 @@ class ShardsStage:
     tokenizer: str
     heldout_fraction: float = 0.05         # documents held out by a hash of their id, never trained on
     hq_fraction: float = 0.5               # per domain, this top fraction of train documents by quality score
+    # domains the hq subset takes whole (the quality model scores only English general text; curated code,
+    # math and multilingual sources carry no score); a train document outside these needs meta.quality_score
+    hq_whole_domains: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
+        from openafm.data.document import Document
+        bad = sorted(set(self.hq_whole_domains) - set(Document.DOMAINS))
+        if bad:
+            raise ConfigError(f"stage {self.name!r}: hq_whole_domains {bad} are not domains; accepted: {Document.DOMAINS}")
         for key in ("heldout_fraction", "hq_fraction"):
             if not 0 < getattr(self, key) < 1:
                 raise ConfigError(f"stage {self.name!r}: {key}={getattr(self, key)} must be in (0, 1)")

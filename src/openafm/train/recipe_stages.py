@@ -68,17 +68,22 @@ def heldout_bucket(doc_id: str) -> float:
     return int.from_bytes(hashlib.sha256(doc_id.encode("utf-8")).digest()[:8], "big") / 2.0 ** 64
 
 
-def split_documents(docs, heldout_fraction: float, hq_fraction: float) -> dict[Subset, list]:
-    """-> {train, hq, heldout}: held out by id hash; hq = per domain the top hq_fraction of the train
-    documents by meta.quality_score (ties broken by id)."""
+def split_documents(docs, heldout_fraction: float, hq_fraction: float,
+                    whole_domains: tuple[str, ...] = ()) -> dict[Subset, list]:
+    """-> {train, hq, heldout}: held out by id hash; hq = the train documents of whole_domains, and in every
+    other domain its top hq_fraction by meta.quality_score (ties broken by id)."""
     split = {Subset.TRAIN: [], Subset.HQ: [], Subset.HELDOUT: []}
     for d in docs:
         split[Subset.HELDOUT if heldout_bucket(d.id) < heldout_fraction else Subset.TRAIN].append(d)
     by_domain: dict[str, list] = {}
     for d in split[Subset.TRAIN]:
+        if d.domain in whole_domains:
+            split[Subset.HQ].append(d)
+            continue
         if not isinstance(d.meta.get("quality_score"), (int, float)):
             raise ConfigError(f"document {d.id!r} has no meta.quality_score (the data pipeline's quality model "
-                              f"writes it); the hq subset ranks documents by it")
+                              f"writes it for English general text); the hq subset ranks documents by it, or takes a domain listed in "
+                              f"hq_whole_domains whole")
         by_domain.setdefault(d.domain, []).append(d)
     for domain_docs in by_domain.values():
         ranked = sorted(domain_docs, key=lambda d: (-d.meta["quality_score"], d.id))
@@ -91,7 +96,7 @@ def run_shards(recipe: Recipe, stage: ShardsStage, out: Path, outputs: dict) -> 
     from openafm.tokenizer.tokenizer import Tokenizer
     tok = Tokenizer.from_files(outputs[stage.tokenizer]["tokenizer_dir"])
     split = split_documents(iter_documents(outputs[stage.corpus]["jsonl_dir"]), stage.heldout_fraction,
-                            stage.hq_fraction)
+                            stage.hq_fraction, tuple(stage.hq_whole_domains))
     result = {"tokenizer_dir": outputs[stage.tokenizer]["tokenizer_dir"], "vocab_size": tok.vocab_size}
     for subset, docs in split.items():
         if not docs:
