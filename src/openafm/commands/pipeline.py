@@ -1,0 +1,37 @@
+"""`openafm pipeline RECIPE.yaml`: run a training recipe's stages in order (report §4.3)."""
+
+from __future__ import annotations
+
+import argparse
+
+EPILOG = """stage kinds: corpus, tokenizer, shards, train, upcycle, distill, eval (see openafm.train.recipe).
+example: openafm pipeline recipes/ondevice-tiny.yaml
+         (dense pretrain -> upcycle -> MoE teacher on the high-quality subset -> KD and plain-LM continuations
+          -> held-out eval -> continued pretraining with the multilingual curriculum -> context lengthening)
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("pipeline", help="run a training recipe: corpus -> tokenizer -> shards -> train/upcycle/"
+                                        "distill -> eval, resumable",
+                       description="Run the stages of a recipe YAML in order, each into RUN/stages/<name>/ with a "
+                                   "done-marker. Rerunning skips finished stages; a killed train stage resumes from "
+                                   "its newest checkpoint. Prints a stage table and writes RUN/report.json.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe", help="path of the recipe YAML")
+    p.add_argument("--run-dir", default=None, help="use this run directory instead of the recipe's run_dir")
+    p.add_argument("--check", action="store_true", help="only load and validate the recipe, run nothing")
+    p.set_defaults(run=_cmd_pipeline)
+
+
+def _cmd_pipeline(args) -> int:
+    from openafm.train.recipe import load_recipe
+    from openafm.train.recipe_run import run_recipe, stage_table
+    recipe = load_recipe(args.recipe, run_dir=args.run_dir)
+    if args.check:
+        print(f"{args.recipe}: {len(recipe.stages)} stages OK: " + ", ".join(f"{s.name} ({s.kind.value})"
+                                                                           for s in recipe.stages))
+        return 0
+    report = run_recipe(recipe)
+    print(stage_table(report))
+    return 0

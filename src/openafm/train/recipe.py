@@ -1,0 +1,314 @@
+"""A training recipe (report §4.3): a run directory and an ordered list of named stages, run in order.
+
+    run_dir: runs/ondevice-tiny
+    seed: 0
+    stages:
+      - {name: corpus, kind: corpus, sources: [bible-kjv-text, python-stdlib], limit_per_source: 150}
+      - {name: tok, kind: tokenizer, corpus: corpus, vocab_size: 2048}
+      - {name: shards, kind: shards, corpus: corpus, tokenizer: tok, heldout_fraction: 0.05, hq_fraction: 0.5}
+      - name: dense
+        kind: train
+        model: {preset: afm-ondevice-tiny, changes: {dim: 128, n_layers: 8}}   # or from: <stage>
+        data: {shards: shards, subset: train, mixture: {weights: {general: 0.6, code: 0.2, math: 0.2}}}
+        train: {steps: 300, batch_size: 8, seq_len: 128}                       # any TrainConfig keys
+      - {name: moe, kind: upcycle, from: dense, n_experts: 8, every: 2, top_k: 2}
+      - {name: kd, kind: distill, from: dense, teacher: moe, kd: {kd_kind: full}, data: ..., train: ...}
+      - {name: eval, kind: eval, shards: shards, models: [dense, kd], context: 128}
+
+Stage kinds (`StageKind`): corpus (curated JSONL: `openafm data build`, or an existing JSONL directory),
+tokenizer (byte-level BPE trained on the corpus), shards (token shards split into train / held-out by a
+hash of the document id, plus the high-quality subset of the train part), train (the project's Trainer;
+the model is a preset with changes or the model of an earlier stage, optionally with `model_changes` such
+as a larger rope_theta), upcycle (dense -> MoE), distill (train with objective kd and `teacher: <stage>`),
+eval (held-out perplexity of named stages). Every reference must name an earlier stage of a fitting kind;
+all of it is checked when the recipe loads, before anything runs. Running it: `openafm.train.recipe_run`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from openafm import config as cfg
+from openafm.data.mixture import MixtureConfig
+from openafm.errors import ConfigError
+
+
+class StageKind(str, enum.Enum):
+    CORPUS = "corpus"
+    TOKENIZER = "tokenizer"
+    SHARDS = "shards"
+    TRAIN = "train"
+    UPCYCLE = "upcycle"
+    DISTILL = "distill"
+    EVAL = "eval"
+
+
+MODEL_KINDS = (StageKind.TRAIN, StageKind.UPCYCLE, StageKind.DISTILL)   # stages whose output is a model
+
+
+class Subset(str, enum.Enum):
+    TRAIN = "train"        # every training document (held-out documents excluded)
+    HQ = "hq"              # the high-quality subset: per domain, the top hq_fraction of train documents by
+    #                        the data pipeline's quality-model score (meta.quality_score)
+    HELDOUT = "heldout"    # documents never trained on (only the eval stage reads them)
+
+
+@dataclasses.dataclass(kw_only=True)
+class CorpusStage:
+    name: str
+    kind: StageKind = StageKind.CORPUS
+    sources: list[str] | None = None       # run the curation pipeline over these sources ...
+    limit_per_source: int = 150
+    shard_size: int = 500
+    jsonl_dir: str | None = None           # ... or use an existing curated corpus ({domain}/*.jsonl)
+
+    def __post_init__(self) -> None:
+        if (self.sources is None) == (self.jsonl_dir is None):
+            raise ConfigError(f"stage {self.name!r}: a corpus stage takes exactly one of sources (build it) or "
+                              f"jsonl_dir (an existing corpus), got sources={self.sources}, jsonl_dir={self.jsonl_dir}")
+        if self.sources is not None:
+            from openafm.data.sources import SOURCES
+            unknown = sorted(set(self.sources) - set(SOURCES))
+            if unknown:
+                raise ConfigError(f"stage {self.name!r}: unknown sources {unknown}; accepted: {sorted(SOURCES)}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TokenizerStage:
+    name: str
+    kind: StageKind = StageKind.TOKENIZER
+    corpus: str
+    vocab_size: int = 2048
+    min_frequency: int = 2
+    max_docs: int | None = None            # train on at most this many documents (None: all)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ShardsStage:
+    name: str
+    kind: StageKind = StageKind.SHARDS
+    corpus: str
+    tokenizer: str
+    heldout_fraction: float = 0.05         # documents held out by a hash of their id, never trained on
+    hq_fraction: float = 0.5               # per domain, this top fraction of train documents by quality score
+    # domains the hq subset takes whole (the quality model scores only English general text; curated code,
+    # math and multilingual sources carry no score); a train document outside these needs meta.quality_score
+    hq_whole_domains: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from openafm.data.document import Document
+        bad = sorted(set(self.hq_whole_domains) - set(Document.DOMAINS))
+        if bad:
+            raise ConfigError(f"stage {self.name!r}: hq_whole_domains {bad} are not domains; accepted: {Document.DOMAINS}")
+        for key in ("heldout_fraction", "hq_fraction"):
+            if not 0 < getattr(self, key) < 1:
+                raise ConfigError(f"stage {self.name!r}: {key}={getattr(self, key)} must be in (0, 1)")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelSpec:
+    preset: str
+    changes: dict[str, Any] = dataclasses.field(default_factory=dict)   # DecoderConfig fields; n_layers
+    #                                                                    rebuilds the KV-sharing layer plan
+
+
+@dataclasses.dataclass(kw_only=True)
+class DataSpec:
+    shards: str                            # a shards stage
+    subset: Subset = Subset.TRAIN
+    mixture: MixtureConfig = dataclasses.field(default_factory=MixtureConfig)
+    skip_steps: int = 0                    # start the stream this many steps in (continue where a stage stopped)
+
+    def __post_init__(self) -> None:
+        if self.subset is Subset.HELDOUT:
+            raise ConfigError("data.subset=heldout: held-out documents are never trained on; accepted: train, hq")
+        if self.skip_steps < 0:
+            raise ConfigError(f"data.skip_steps={self.skip_steps} must be >= 0")
+
+
+@dataclasses.dataclass(kw_only=True)
+class KDSpec:
+    kd_kind: str = "full"                  # "full" or "top-k"
+    top_k: int | None = None
+    temperature: float = 1.0
+    kd_weight: float = 1.0
+
+
+# TrainConfig keys the recipe fills itself (the rest go in a stage's `train:` mapping).
+RECIPE_TRAIN_KEYS = ("model", "run_dir", "data", "objective")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TrainStage:
+    name: str
+    kind: StageKind = StageKind.TRAIN
+    model: ModelSpec | None = None         # a fresh model ...
+    from_: str | None = None               # ... or the model of an earlier stage (YAML key `from`)
+    model_changes: dict[str, Any] = dataclasses.field(default_factory=dict)  # with from: e.g. rope_theta
+    data: DataSpec
+    train: dict[str, Any] = dataclasses.field(default_factory=dict)         # TrainConfig keys
+    teacher: str | None = None             # distill only
+    kd: KDSpec | None = None               # distill only
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.from_ is None):
+            raise ConfigError(f"stage {self.name!r}: a {self.kind.value} stage takes exactly one of model (a preset "
+                              f"with changes) or from (an earlier stage), got model={self.model}, from={self.from_}")
+        if self.model_changes and self.from_ is None:
+            raise ConfigError(f"stage {self.name!r}: model_changes={self.model_changes} apply to a `from:` model; "
+                              f"put a fresh model's changes in model.changes")
+        taken = sorted(set(self.train) & set(RECIPE_TRAIN_KEYS))
+        if taken:
+            raise ConfigError(f"stage {self.name!r}: train keys {taken} are set by the recipe (model/from, data, "
+                              f"teacher); remove them from `train:`")
+        if self.kind is StageKind.DISTILL and self.teacher is None:
+            raise ConfigError(f"stage {self.name!r}: a distill stage needs teacher: <stage>")
+        if self.kind is StageKind.TRAIN and (self.teacher is not None or self.kd is not None):
+            raise ConfigError(f"stage {self.name!r}: teacher / kd belong to kind distill, not train")
+
+
+@dataclasses.dataclass(kw_only=True)
+class UpcycleStage:
+    name: str
+    kind: StageKind = StageKind.UPCYCLE
+    from_: str
+    n_experts: int = 8
+    every: int = 2
+    top_k: int = 2
+    router_std: float = 0.02
+
+
+@dataclasses.dataclass(kw_only=True)
+class EvalStage:
+    name: str
+    kind: StageKind = StageKind.EVAL
+    shards: str
+    models: list[str]
+    context: int = 128                     # tokens per perplexity window
+    max_tokens: int | None = 65536         # per domain (None: every held-out token)
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigError(f"stage {self.name!r}: models is empty; name the stages to evaluate")
+        if self.context < 2:
+            raise ConfigError(f"stage {self.name!r}: context={self.context} must be >= 2")
+
+
+STAGE_CLASSES = {StageKind.CORPUS: CorpusStage, StageKind.TOKENIZER: TokenizerStage, StageKind.SHARDS: ShardsStage,
+                 StageKind.TRAIN: TrainStage, StageKind.DISTILL: TrainStage, StageKind.UPCYCLE: UpcycleStage,
+                 StageKind.EVAL: EvalStage}
+
+Stage = CorpusStage | TokenizerStage | ShardsStage | TrainStage | UpcycleStage | EvalStage
+
+
+@dataclasses.dataclass(kw_only=True)
+class Recipe:
+    run_dir: str
+    seed: int = 0
+    stages: list[Any]
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise ConfigError(f"no stage named {name!r}; stages: {[s.name for s in self.stages]}")
+
+    def stage_dir(self, name: str) -> Path:
+        return Path(self.run_dir) / "stages" / name
+
+
+def parse_stage(data: Any, index: int) -> Stage:
+    if not isinstance(data, dict):
+        raise ConfigError(f"stages.{index}: a stage is a mapping with name and kind, got {data!r}")
+    data = dict(data)
+    if "from" in data:
+        data["from_"] = data.pop("from")
+    name = data.get("name")
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ConfigError(f"stages.{index}: name={name!r} must be a non-empty string without '/'")
+    try:
+        kind = StageKind(data.get("kind"))
+    except ValueError:
+        raise ConfigError(f"stage {name!r}: unknown kind {data.get('kind')!r}; accepted: "
+                          f"{[k.value for k in StageKind]}") from None
+    return cfg.from_dict(STAGE_CLASSES[kind], data, f"stage {name!r}")
+
+
+def _check_ref(recipe: Recipe, stage: Stage, key: str, ref: str, kinds: tuple[StageKind, ...], seen: dict) -> None:
+    if ref not in seen:
+        later = ref in {s.name for s in recipe.stages}
+        raise ConfigError(f"stage {stage.name!r}: {key}={ref!r} names " + (
+            "a later stage; a stage can only use the stages before it" if later else
+            f"no stage; earlier stages: {list(seen)}"))
+    if seen[ref] not in kinds:
+        raise ConfigError(f"stage {stage.name!r}: {key}={ref!r} is a {seen[ref].value} stage; {key} needs one of "
+                          f"kind {[k.value for k in kinds]}")
+
+
+def validate(recipe: Recipe) -> None:
+    """Names unique, every reference names an earlier stage of a fitting kind, train configs well-formed."""
+    from openafm.train.config import TrainConfig
+    seen: dict[str, StageKind] = {}
+    for s in recipe.stages:
+        if s.name in seen:
+            raise ConfigError(f"stage name {s.name!r} is used twice")
+        if isinstance(s, TokenizerStage):
+            _check_ref(recipe, s, "corpus", s.corpus, (StageKind.CORPUS,), seen)
+        elif isinstance(s, ShardsStage):
+            _check_ref(recipe, s, "corpus", s.corpus, (StageKind.CORPUS,), seen)
+            _check_ref(recipe, s, "tokenizer", s.tokenizer, (StageKind.TOKENIZER,), seen)
+        elif isinstance(s, UpcycleStage):
+            _check_ref(recipe, s, "from", s.from_, MODEL_KINDS, seen)
+        elif isinstance(s, TrainStage):
+            if s.from_ is not None:
+                _check_ref(recipe, s, "from", s.from_, MODEL_KINDS, seen)
+            if s.teacher is not None:
+                _check_ref(recipe, s, "teacher", s.teacher, MODEL_KINDS, seen)
+            _check_ref(recipe, s, "data.shards", s.data.shards, (StageKind.SHARDS,), seen)
+            # build the TrainConfig now so a bad key or value fails before any stage runs
+            TrainConfig.from_dict({"model": "-", "run_dir": "-", **s.train})
+        elif isinstance(s, EvalStage):
+            _check_ref(recipe, s, "shards", s.shards, (StageKind.SHARDS,), seen)
+            for m in s.models:
+                _check_ref(recipe, s, "models", m, MODEL_KINDS, seen)
+        seen[s.name] = s.kind
+
+
+def recipe_from_dict(data: Any, source: str = "recipe") -> Recipe:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a recipe is a mapping (run_dir, seed, stages), got {type(data).__name__}")
+    # keys starting with "x-" hold YAML anchors (shared train / mixture blocks) and are otherwise ignored
+    unknown = sorted(k for k in set(data) - {"run_dir", "seed", "stages"} if not str(k).startswith("x-"))
+    if unknown:
+        raise ConfigError(f"{source}: unknown keys {unknown}; accepted keys: ['run_dir', 'seed', 'stages'] and "
+                          f"'x-...' keys holding YAML anchors")
+    if "run_dir" not in data or not isinstance(data.get("stages"), list) or not data["stages"]:
+        raise ConfigError(f"{source}: needs run_dir and a non-empty list of stages")
+    recipe = Recipe(run_dir=str(data["run_dir"]), seed=int(data.get("seed", 0)),
+                    stages=[parse_stage(s, i) for i, s in enumerate(data["stages"])])
+    validate(recipe)
+    return recipe
+
+
+def load_recipe(path: str | Path, *, run_dir: str | None = None) -> Recipe:
+    """Read and validate a recipe YAML; run_dir overrides the file's."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the recipe ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({e})") from None
+    if isinstance(data, dict) and run_dir is not None:
+        data = {**data, "run_dir": run_dir}
+    return recipe_from_dict(data, str(path))
+
+
+def stage_spec(stage: Stage) -> dict:
+    """The stage as plain data (what its done-marker records, to notice a changed recipe)."""
+    return cfg.to_dict(stage)
