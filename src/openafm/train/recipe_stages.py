@@ -71,7 +71,9 @@ def heldout_bucket(doc_id: str) -> float:
 def split_documents(docs, heldout_fraction: float, hq_fraction: float,
                     whole_domains: tuple[str, ...] = ()) -> dict[Subset, list]:
     """-> {train, hq, heldout}: held out by id hash; hq = the train documents of whole_domains, and in every
-    other domain its top hq_fraction by meta.quality_score (ties broken by id)."""
+    other domain the top hq_fraction of its scored documents by meta.quality_score (ties broken by id).
+    The pipeline's quality model scores English general text only, so a general document that language
+    identification labelled otherwise has no score and is not in hq (it was never judged high quality)."""
     split = {Subset.TRAIN: [], Subset.HQ: [], Subset.HELDOUT: []}
     for d in docs:
         split[Subset.HELDOUT if heldout_bucket(d.id) < heldout_fraction else Subset.TRAIN].append(d)
@@ -81,9 +83,7 @@ def split_documents(docs, heldout_fraction: float, hq_fraction: float,
             split[Subset.HQ].append(d)
             continue
         if not isinstance(d.meta.get("quality_score"), (int, float)):
-            raise ConfigError(f"document {d.id!r} has no meta.quality_score (the data pipeline's quality model "
-                              f"writes it for English general text); the hq subset ranks documents by it, or takes a domain listed in "
-                              f"hq_whole_domains whole")
+            continue            # not judged by the quality model (e.g. langid said non-English): not in hq
         by_domain.setdefault(d.domain, []).append(d)
     for domain_docs in by_domain.values():
         ranked = sorted(domain_docs, key=lambda d: (-d.meta["quality_score"], d.id))
