@@ -3,6 +3,8 @@ file round-trips through fm's adapter path onto the same base (and is refused by
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from compress._qat_helpers import PRESET, qat_config, small_logit_model
@@ -74,3 +76,26 @@ def test_recovery_needs_an_unquantized_teacher(tmp_path, bases):
     with pytest.raises(ConfigError, match="rank=0"):
         build_recovery_trainer(qat_config(tmp_path / "y", model=base, objective=dict(kind="kd", teacher=PRESET)),
                                rank=0)
+
+
+def test_cli_qat_then_recover(tmp_path, tokenizer, capsys):
+    """`openafm qat` then `openafm recover` on a tiny model with the real tokenizer's vocabulary."""
+    from tiny import make_tiny
+
+    from openafm.checkpoint.adapter import read_adapter
+    from openafm.checkpoint.fingerprint import weights_fingerprint
+    from openafm.cli import main
+    model = make_tiny(PRESET, vocab_size=tokenizer.vocab_size)
+    src = checkpoint(tmp_path / "src", model, tokenizer)
+    out = tmp_path / "qat"
+    common = ["--steps", "2", "--batch-size", "2", "--seq-len", "16", "--checkpoint-every", "1"]
+    assert main(["qat", src, str(out), "--bits", "2", "--levels", "unbalanced", *common]) == 0
+    info = json.loads((out / "model" / "config.json").read_text())["qat"]
+    assert info["source_model"] == src and info["levels"] == "unbalanced" and info["steps"] == 2
+    assert (out / "quantized.safetensors").is_file() and len((out / "run" / "metrics.jsonl").read_text().splitlines()) == 2
+    adapter = tmp_path / "rec.safetensors"
+    assert main(["recover", str(out / "model"), str(adapter), "--rank", "2", *common]) == 0
+    f = read_adapter(adapter)
+    assert f.rank == 2 and f.base_fingerprint == weights_fingerprint(openafm.load(str(out / "model")).model)
+    assert main(["qat", src, str(tmp_path / "bad"), "--bits", "5", *common]) != 0
+    assert "bits=5 is not supported" in capsys.readouterr().err
