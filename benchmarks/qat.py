@@ -1,5 +1,11 @@
-"""2-bit QAT baselines (report §6, Table 3): held-out perplexity of SmolLM2-135M-Instruct in fp32 and with
-its weights rounded to nearest (RTN) on the QAT level sets, before any training.
+"""2-bit QAT (report §6, Table 3): held-out perplexity of SmolLM2-135M-Instruct in fp32, with its weights
+rounded to nearest (RTN) on the QAT level sets (--rtn-only), and after QAT on the project's trainer.
+
+Training phase (the default; benchmarks/_qat_train.py): held-out perplexity vs QAT tokens as a curve for
+(a) SmolLM2 QAT-2-bit balanced (EMA and raw weights evaluated from one run), unbalanced as a second run, beside
+RTN-2 and RTN-3 (same spec: per-tensor Newton-Raphson clip, 4-bit per-row embeddings), loss spikes of each,
+and LoRA recovery on the QAT-2-bit base; (b) a small on-device preset trained from scratch here in fp32 and
+then QAT-2-bit'd (ratio to its fp32 perplexity; target <= 1.3). Writes a JSON object and a PNG (--plot).
 
 Every Linear weight (fused qkv, out, gate_up, down) is quantized at 2, 3 or 4 bits, per tensor or per
 output channel, with f = 1 (no clipping) or f from the Newton-Raphson clip init; the tied embedding table
@@ -7,6 +13,9 @@ stays fp32 in those rows, and two extra rows quantize only the embedding table t
 Text: openafm.eval.texts held-out split, the first --tokens tokens, non-overlapping --context windows.
 
     python benchmarks/qat.py --rtn-only --json
+    python benchmarks/qat.py --steps 40 --eval-every 10 --json --plot qat_curve.png      # ~15 min on 2 cores
+    python benchmarks/qat.py --steps 600 --recovery-steps 300 --scratch-steps 1500 --scratch-qat-steps 600 \
+        --batch-size 8 --seq-len 256 --tokens 8192 --device cuda --json --plot qat_curve.png   # the full run
 """
 
 from __future__ import annotations
@@ -54,13 +63,34 @@ def apply_variant(model: torch.nn.Module, v: dict, levels: Levels) -> None:
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--rtn-only", action="store_true", required=True,
-                   help="measure the fp32 and RTN rows only (required: the QAT training phase is not built yet)")
-    p.add_argument("--tokens", type=int, default=8192, help="held-out tokens scored")
-    p.add_argument("--context", type=int, default=512)
+    p.add_argument("--rtn-only", action="store_true", help="measure the fp32 and RTN grid only (no training)")
+    p.add_argument("--tokens", type=int, default=None, help="held-out tokens scored (default 8192, 2048 training)")
+    p.add_argument("--context", type=int, default=None, help="perplexity window (default 512, 256 training)")
+    p.add_argument("--steps", type=int, default=40, help="QAT steps per SmolLM2 run (training phase)")
+    p.add_argument("--eval-every", type=int, default=10, help="held-out perplexity every n QAT steps")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--lr", type=float, default=5e-5, help="peak AdamW lr of the SmolLM2 QAT runs")
+    p.add_argument("--ema-decay", type=float, default=0.99)
+    p.add_argument("--recovery-steps", type=int, default=20, help="LoRA recovery steps (0: skip)")
+    p.add_argument("--rank", type=int, default=16, help="LoRA recovery rank")
+    p.add_argument("--scratch-preset", default="afm-ondevice-tiny")
+    p.add_argument("--scratch-steps", type=int, default=300, help="fp32 pretraining steps of the scratch model (0: skip)")
+    p.add_argument("--scratch-qat-steps", type=int, default=100)
+    p.add_argument("--skip-smollm2", action="store_true", help="only the scratch model")
+    p.add_argument("--skip-unbalanced", action="store_true")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--work-dir", default=None, help="where runs and models go (default: a temporary directory)")
+    p.add_argument("--plot", default=None, help="PNG path for the curves")
     p.add_argument("--bits", type=int, nargs="+", default=[2, 3, 4])
     p.add_argument("--levels", type=Levels, default=Levels.BALANCED, choices=list(Levels))
     args = p.parse_args()
+    if not args.rtn_only:
+        from _qat_train import training_phase
+        args.tokens, args.context = args.tokens or 2048, args.context or 256
+        emit(training_phase(args), args.json)
+        return
+    args.tokens, args.context = args.tokens or 8192, args.context or 512
 
     lm = openafm.load(args.model)
     model = lm.model

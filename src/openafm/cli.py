@@ -13,7 +13,7 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 
 # Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
 COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
-                              "openafm.commands.train", "openafm.commands.pipeline"]
+                              "openafm.commands.train", "openafm.commands.pipeline", "openafm.commands.qat"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 
     RUN_DIR/checkpoints/step_00000100/
         model/               the weights as a native openafm checkpoint (`openafm.load` reads it)
-        train_state.pt       step, optimizer state, schedule definition, RNG states (torch, numpy, python)
+        train_state.pt       step, optimizer state, schedule definition, RNG states (torch, numpy, python),
+                             the trainer hooks' state (e.g. QAT's EMA averages)
         loader.json          the data loader's position
         train_config.json    the TrainConfig that wrote it (a resume with an incompatible config raises)
 
@@ -42,6 +43,7 @@ class TrainingState:
     loader: dict
     config: dict
     path: Path
+    hooks: dict                        # {hook name: its state} (train/hooks.py); {} for a run without hooks
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
@@ -73,7 +75,7 @@ def remove_partial(run_dir: str | Path) -> None:
 
 def save_training_checkpoint(run_dir: str | Path, step: int, *, model_config, model_state: dict,
                              optimizer_state: dict, schedule_state: dict, rng_state: dict, loader_state: dict,
-                             config: dict, keep: int) -> Path:
+                             config: dict, keep: int, hooks_state: dict | None = None) -> Path:
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     remove_partial(run_dir)
@@ -81,7 +83,8 @@ def save_training_checkpoint(run_dir: str | Path, step: int, *, model_config, mo
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=root))
     try:
         save_checkpoint(tmp / MODEL, model_config, model_state, extra={"trained_steps": step})
-        torch.save({"step": step, "optimizer": optimizer_state, "schedule": schedule_state, "rng": rng_state},
+        torch.save({"step": step, "optimizer": optimizer_state, "schedule": schedule_state, "rng": rng_state,
+                    "hooks": hooks_state or {}},
                    tmp / STATE)
         (tmp / LOADER).write_text(json.dumps(loader_state))
         (tmp / CONFIG).write_text(json.dumps(config, indent=2))
@@ -114,7 +117,8 @@ def load_training_checkpoint(path: str | Path, current_config: dict | None = Non
     state = torch.load(path / STATE, weights_only=False)        # our own file: numpy / Python RNG states
     return TrainingState(step=state["step"], model_config=model_config, model=model_state,
                          optimizer=state["optimizer"], schedule=state["schedule"], rng=state["rng"],
-                         loader=json.loads((path / LOADER).read_text()), config=saved_config, path=path)
+                         loader=json.loads((path / LOADER).read_text()), config=saved_config, path=path,
+                         hooks=state.get("hooks", {}))
 
 
 def _fsync(path: Path) -> None:

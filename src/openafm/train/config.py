@@ -118,6 +118,7 @@ class TrainConfig:
     precision: Precision = Precision.FLOAT32
     activation_checkpointing: ActivationCheckpointing = ActivationCheckpointing.NONE
     parallel: ParallelKind = ParallelKind.NONE
+    device: str = "cpu"                # where the model and batches live: cpu, cuda, cuda:N
     log_every: int = 1                 # metrics JSONL line every n steps
     peak_flops: float | None = None    # FLOP/s for MFU; null = measure this machine's fp32 matmul peak at start
     progress: bool = True              # tqdm bar on rank 0
@@ -139,6 +140,8 @@ class TrainConfig:
             raise ConfigError(f"data.target={self.data.target!r} is only used with data.kind=callable")
         if self.objective.kind is ObjectiveKind.KD and not self.objective.teacher:
             raise ConfigError("objective.kind=kd needs objective.teacher (a preset name or checkpoint path)")
+        if not self.device.split(":")[0] in ("cpu", "cuda", "mps", "xpu"):
+            raise ConfigError(f"device={self.device!r}; accepted: cpu, cuda, cuda:N, mps, xpu")
         if len(self.optimizer.betas) != 2:
             raise ConfigError(f"optimizer.betas={self.optimizer.betas} must be two numbers")
 
@@ -161,7 +164,7 @@ class TrainConfig:
 # Keys a resumed run may change: they do not alter the numbers the run computes. (steps is not one: the
 # schedule depends on it.)
 RESUMABLE_CHANGES = ("run_dir", "checkpoint.every", "checkpoint.keep", "log_every", "peak_flops",
-                     "progress", "activation_checkpointing", "parallel")
+                     "progress", "activation_checkpointing", "parallel", "device")
 
 
 def incompatible_keys(saved: dict, current: dict) -> list[str]:

@@ -6,7 +6,12 @@ One optimizer step:
     3. per micro-batch: loss_m = objective mean over its w_m units; backward(loss_m * w_m / W * world)
        (DDP / FSDP2 average gradients over ranks, hence * world): the gradient of the mean over all W units
     4. clip to optimizer.grad_clip (global L2 norm), set the scheduled lr, AdamW step
-    5. a metrics line; every checkpoint.every steps (and at the end) an atomic checkpoint
+    5. every hook's after_step (e.g. an EMA update), its metrics merged into the step's
+    6. a metrics line; every checkpoint.every steps (and at the end) an atomic checkpoint
+
+Hooks (openafm.train.hooks) let QAT and LoRA recovery run on this loop: they prepare the model, choose the
+optimizer's parameter groups, act after each step, choose the weights used for eval, and keep checkpointed
+state. The config's `device` (cpu, cuda, cuda:1) holds the model and every batch.
 
 A run resumed from a checkpoint repeats the same computation: CPU fp32 losses are bit-identical to an
 uninterrupted run's.
@@ -29,6 +34,7 @@ from openafm.train.activation import apply_activation_checkpointing
 from openafm.train.batch_protocol import Loader
 from openafm.train.config import (ActivationCheckpointing, DataKind, ObjectiveKind, ParallelKind, Precision,
                                   TrainConfig, dump_yaml)
+from openafm.train.hooks import TrainHooks
 from openafm.train.flops import flops_per_token, measure_peak_flops, mfu
 from openafm.train.metrics import MetricsLog
 from openafm.train.objective import LMObjective, Objective
@@ -40,12 +46,18 @@ METRICS_FILE = "metrics.jsonl"
 
 class Trainer:
     def __init__(self, config: TrainConfig, *, model: torch.nn.Module | None = None,
-                 objective: Objective | None = None, loader: Loader | None = None):
+                 objective: Objective | None = None, loader: Loader | None = None,
+                 hooks: list[TrainHooks] | None = None):
         """model / objective / loader default to what the config names; pass them to train something the
-        config cannot name (a LoRA-wrapped model, a QAT model, a custom objective)."""
+        config cannot name (a LoRA-wrapped model, a QAT model, a custom objective). hooks: see train/hooks.py."""
         self.config = config
+        self.hooks = list(hooks or [])
+        names = [h.name for h in self.hooks]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"hook names must be unique (they key checkpointed state), got {names}")
+        self.device = torch.device(config.device)
         self.run_dir = Path(config.run_dir)
-        self.rank, self.world = parallel.init_distributed(config.parallel)
+        self.rank, self.world = parallel.init_distributed(config.parallel, config.device)
         rng.seed_everything(config.seed)
         if model is None:
             import openafm
@@ -54,11 +66,14 @@ class Trainer:
                 init.scaled_normal_(model, config.init_std)
         self.model_config = model.config
         self.vocab_size = model.kv_plan.vocab_size
+        model.to(self.device)
+        for hook in self.hooks:
+            model = hook.prepare_model(model)
         model.train()
         if config.activation_checkpointing is ActivationCheckpointing.PER_BLOCK:
             apply_activation_checkpointing(model)
         self.model = parallel.wrap(model, config.parallel)
-        self.optimizer = build_optimizer(self.model, config.optimizer)
+        self.optimizer = self._build_optimizer()
         self.schedule = Schedule(config.schedule, config.steps, config.optimizer.lr)
         self.rows = config.rows_per_rank(self.world)
         self.loader = loader if loader is not None else self._build_loader()
@@ -71,6 +86,21 @@ class Trainer:
         self.step = 0
 
     # --- building --------------------------------------------------------------------------------
+
+    def _build_optimizer(self) -> torch.optim.Optimizer:
+        given = [(h.name, g) for h in self.hooks if (g := h.param_groups(self.model, self.config.optimizer)) is not None]
+        if len(given) > 1:
+            raise ConfigError(f"hooks {[n for n, _ in given]} each give parameter groups; at most one may")
+        if not given:
+            return build_optimizer(self.model, self.config.optimizer)
+        groups = given[0][1]
+        trainable = {id(p) for p in self.model.parameters() if p.requires_grad}
+        grouped = [id(p) for g in groups for p in g["params"]]
+        if sorted(grouped) != sorted(trainable):
+            raise ConfigError(f"hook {given[0][0]!r} gave parameter groups that do not hold every trainable "
+                              f"parameter exactly once ({len(grouped)} grouped, {len(trainable)} trainable)")
+        o = self.config.optimizer
+        return torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), eps=o.eps)
 
     def _build_loader(self) -> Loader:
         c = self.config
@@ -146,7 +176,7 @@ class Trainer:
 
     def train_step(self, batches) -> dict:
         c = self.config
-        micro = [next(batches) for _ in range(c.grad_accum)]
+        micro = [_to_device(next(batches), self.device) for _ in range(c.grad_accum)]
         for b in micro:
             if tuple(b.input_ids.shape) != (self.rows, c.seq_len):
                 raise ValueError(f"the loader gave a batch of shape {tuple(b.input_ids.shape)}; this run needs "
@@ -170,8 +200,25 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        return {"step": self.step, "loss": means.pop("loss"), "lr": lr, "grad_norm": grad_norm,
-                "tokens": c.batch_size * c.seq_len, "labelled_tokens": total, **means}
+        record = {"step": self.step, "loss": means.pop("loss"), "lr": lr, "grad_norm": grad_norm,
+                  "tokens": c.batch_size * c.seq_len, "labelled_tokens": total, **means}
+        for hook in self.hooks:
+            record |= hook.after_step(self)
+        return record
+
+    @contextlib.contextmanager
+    def eval_model(self):
+        """The bare model in eval mode holding every hook's eval weights (e.g. EMA); restored after."""
+        model = parallel.unwrap(self.model)
+        was_training = model.training
+        with contextlib.ExitStack() as stack:
+            for hook in self.hooks:
+                stack.enter_context(hook.eval_weights(model))
+            model.eval()
+            try:
+                yield model
+            finally:
+                model.train(was_training)
 
     def _no_sync(self, sync: bool):
         if not sync and self.config.parallel is ParallelKind.DDP:
@@ -182,7 +229,7 @@ class Trainer:
 
     def _autocast(self):
         if self.config.precision is Precision.BF16_AUTOCAST:
-            return torch.autocast("cpu", dtype=torch.bfloat16)
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     # --- checkpoints -----------------------------------------------------------------------------
@@ -194,7 +241,8 @@ class Trainer:
             path = ckpt.save_training_checkpoint(
                 self.run_dir, self.step, model_config=self.model_config, model_state=model_state,
                 optimizer_state=optim_state, schedule_state=self.schedule.state_dict(), rng_state=rng.capture(),
-                loader_state=self.loader.state_dict(), config=self.config.to_dict(), keep=self.config.checkpoint.keep)
+                loader_state=self.loader.state_dict(), config=self.config.to_dict(), keep=self.config.checkpoint.keep,
+                hooks_state={h.name: h.state_dict() for h in self.hooks})
         parallel.barrier()
         return path
 
@@ -210,6 +258,23 @@ class Trainer:
                                   f"{self.schedule.state_dict()}")
         parallel.load_full_state(self.model, self.optimizer, state.model, state.optimizer)
         self.loader.load_state_dict(state.loader)
+        names = sorted(h.name for h in self.hooks)
+        if sorted(state.hooks) != names:
+            raise CheckpointError(f"{path}: holds state of hooks {sorted(state.hooks)}, this run has hooks {names}")
+        for hook in self.hooks:
+            hook.load_state_dict(state.hooks[hook.name])
         rng.restore(state.rng)
         self.step = state.step
         return self.step
+
+
+def _to_device(batch, device: torch.device):
+    """The batch with its tensors on `device` (the same object when they are already there)."""
+    if batch.input_ids.device == device:
+        return batch
+    import dataclasses
+    if not dataclasses.is_dataclass(batch):
+        raise TypeError(f"cannot move a {type(batch).__name__} batch to {device}: batches are dataclasses of tensors")
+    return dataclasses.replace(batch, **{f.name: getattr(batch, f.name).to(device)
+                                         for f in dataclasses.fields(batch)
+                                         if isinstance(getattr(batch, f.name), torch.Tensor)})

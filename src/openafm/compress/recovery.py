@@ -1,0 +1,74 @@
+"""LoRA quality recovery (report §6): rank-r LoRA adapters on every linear layer of a frozen compressed base,
+trained on the project's trainer with the base model's data recipe (the same text, distilled from the
+unquantized model), saved as an adapter file tied to the compressed base's weights fingerprint.
+
+    trainer, fingerprint = build_recovery_trainer(config, rank=16)     # config.model: the compressed base
+    trainer.run()                                                        # (a native checkpoint: QAT's
+    save_recovery_adapter(trainer, "recovery.safetensors", fingerprint)  #  OUT/model or an RTN model)
+
+The compressed base is a plain model whose weights are the quantized values (compress.qat_train.bake /
+an RTN-rounded model): its fake-quant is frozen, so only the adapter's A and B train. The adapter then runs
+through `fm.SystemLanguageModel(adapter=fm.SystemLanguageModel.Adapter(path), model=BASE)`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torch import nn
+
+from openafm.errors import ConfigError
+from openafm.nn.lora import DEFAULT_TARGETS, apply_lora
+from openafm.train.config import ObjectiveKind, TrainConfig
+from openafm.train.hooks import TrainHooks
+
+
+class LoRAHooks(TrainHooks):
+    """Wrap the targets in LoRA (freezing everything else); the LoRA factors get weight decay 0."""
+    name = "lora"
+
+    def __init__(self, *, rank: int, alpha: float | None = None, targets=DEFAULT_TARGETS):
+        if rank < 1:
+            raise ConfigError(f"LoRA rank={rank} must be >= 1")
+        self.rank, self.alpha, self.targets = rank, float(alpha if alpha is not None else 2 * rank), tuple(targets)
+        self.wrapped: list[str] = []
+
+    def prepare_model(self, model: nn.Module) -> nn.Module:
+        self.wrapped = apply_lora(model, rank=self.rank, alpha=self.alpha, targets=self.targets)
+        return model
+
+    def param_groups(self, model, config) -> list[dict]:
+        params = [p for p in model.parameters() if p.requires_grad]
+        return [{"name": "lora", "params": params, "weight_decay": 0.0}]
+
+
+def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | None = None, loader=None,
+                           hooks: list[TrainHooks] | None = None, base: nn.Module | None = None):
+    """-> (Trainer, the base's weights fingerprint before LoRA). config.model is the compressed base
+    (loaded unless `base` is given); config.objective must be kd from the unquantized teacher."""
+    import openafm
+    from openafm.checkpoint.fingerprint import weights_fingerprint
+    from openafm.train.kd import KDKind, KDObjective
+    from openafm.train.loop import Trainer
+    o = config.objective
+    if o.kind is not ObjectiveKind.KD or not o.teacher or o.teacher == config.model:
+        raise ConfigError(f"recovery distils the compressed base {config.model!r} from the unquantized model: "
+                          f"objective.kind must be kd with another teacher, got kind={o.kind.value} "
+                          f"teacher={o.teacher!r}")
+    if base is None:
+        base = openafm.load(config.model, seed=config.seed).model
+    fingerprint = weights_fingerprint(base)
+    teacher = openafm.load(o.teacher, seed=config.seed).model.to(config.device)
+    objective = KDObjective(teacher, kind=KDKind(o.kd_kind), top_k=o.top_k, temperature=o.temperature,
+                            kd_weight=o.kd_weight)
+    trainer = Trainer(config, model=base, objective=objective, loader=loader,
+                      hooks=[LoRAHooks(rank=rank, alpha=alpha), *(hooks or [])])
+    return trainer, fingerprint
+
+
+def save_recovery_adapter(trainer, path: str | Path, base_fingerprint: str) -> Path:
+    """Write the trained LoRA factors as an adapter file for the compressed base (checkpoint/adapter.py)."""
+    from openafm.checkpoint.adapter import save_adapter
+    from openafm.train.parallel import unwrap
+    with trainer.eval_model() as model:
+        return save_adapter(path, unwrap(model), base_name=trainer.config.model, base_fingerprint=base_fingerprint)
