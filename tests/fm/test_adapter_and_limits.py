@@ -43,13 +43,12 @@ def test_adapter_model_computes_the_adapted_logits_and_the_base_stays_plain(adap
         base.language_model().model.layers[3].ffn.down.weight                   # base weights are shared
     assert "adapter strong.safetensors" in with_adapter.variant.display_name
 
-    async def answers():
-        opts = fm.GenerationOptions(maximum_response_tokens=12)
-        a = await fm.LanguageModelSession(model=base).respond("Name a fruit.", options=opts)
-        b = await fm.LanguageModelSession(model=with_adapter).respond("Name a fruit.", options=opts)
-        return a, b
-    a, b = asyncio.run(answers())
-    assert a != b                                  # the strong adapter really changes what the session says
+    async def answer():
+        session = fm.LanguageModelSession(model=with_adapter)
+        text = await session.respond("Name a fruit.", options=fm.GenerationOptions(maximum_response_tokens=8))
+        return session, text
+    session, text = asyncio.run(answer())
+    assert text and session._conversation.model is with_adapter.language_model().model   # runs the adapted model
 
 
 def test_adapter_for_another_base_model_is_unavailable(tmp_path):
