@@ -3,7 +3,8 @@ import torch
 from packed_codes import rtn_codes
 from tiny import make_tiny
 
-from openafm.compress.artifact import load_compressed, read_metadata, save_compressed, weights_hash
+from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.compress.artifact import load_compressed, read_metadata, save_compressed
 from openafm.compress.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
 from openafm.compress.packed_model import QuantizedCodes, pack_model
 from openafm.errors import CheckpointError
@@ -69,7 +70,7 @@ def test_wrong_base_raises_naming_both_hashes(tmp_path):
     base = make_tiny("smollm2-tiny")
     path = save_compressed(base, quantize(base), tmp_path / "m.safetensors")
     other = make_tiny("smollm2-tiny", seed=1)
-    with pytest.raises(CheckpointError, match=f"{weights_hash(base)}.*{weights_hash(other)}"):
+    with pytest.raises(CheckpointError, match=f"{weights_fingerprint(base)}.*{weights_fingerprint(other)}"):
         load_compressed(path, base=other)
 
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import nn
 
+from openafm.checkpoint.atomic import save_safetensors_atomic
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.errors import CheckpointError
 from openafm.nn.lora import LoRALinear, apply_lora, load_lora_state_dict, lora_layers, lora_state_dict
@@ -52,19 +50,7 @@ def save_adapter(path: str | Path, model: nn.Module, *, base_name: str, base_fin
     meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "rank": str(ranks.pop()),
             "alpha": repr(alphas.pop()), "targets": json.dumps(sorted({n.rsplit('.', 1)[-1] for n in layers})),
             "base_name": base_name, "base_fingerprint": base_fingerprint}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file({k: v.contiguous().cpu() for k, v in lora_state_dict(model).items()}, tmp, metadata=meta)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return save_safetensors_atomic(lora_state_dict(model), path, meta)
 
 
 def read_adapter(path: str | Path) -> AdapterFile:

@@ -14,17 +14,15 @@ Writes are atomic (a temporary sibling file renamed into place), like checkpoint
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import nn
 
+from openafm.checkpoint.atomic import save_safetensors_atomic
+from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.compress.pack import pack
 from openafm.compress.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
 from openafm.compress.packed_model import as_codes, module_path, packed_module, set_module
@@ -33,16 +31,6 @@ from openafm.models.build import build_model, config_from_dict, model_kind
 
 FORMAT = "openafm-compressed"
 FORMAT_VERSION = 1
-
-
-def weights_hash(model: nn.Module) -> str:
-    """sha256 over the state dict's names, dtypes, shapes and bytes, in name order."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        t = t.detach().contiguous().cpu()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 def save_compressed(model: nn.Module, quantized: dict, path: str | Path) -> Path:
@@ -73,20 +61,9 @@ def save_compressed(model: nn.Module, quantized: dict, path: str | Path) -> Path
         if name not in quantized:
             tensors[name] = t
     meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "model_kind": model_kind(model.config),
-            "config": json.dumps(model.config.to_dict()), "base_sha256": weights_hash(model),
+            "config": json.dumps(model.config.to_dict()), "base_sha256": weights_fingerprint(model),
             "quantized": json.dumps(layout)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, tmp, metadata=meta)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return save_safetensors_atomic(tensors, path, meta)
 
 
 def read_metadata(path: str | Path) -> dict:
@@ -115,7 +92,7 @@ def load_compressed(path: str | Path, base: nn.Module | None = None,
     path = Path(path)
     meta = read_metadata(path)
     if base is not None:
-        found = weights_hash(base)
+        found = weights_fingerprint(base)
         if found != meta["base_sha256"]:
             raise CheckpointError(f"{path} was compressed from base weights sha256 {meta['base_sha256']}, but the "
                                   f"given base model hashes to {found}")

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from safetensors import safe_open
-from safetensors.torch import save_file
 
+from openafm.checkpoint.atomic import save_safetensors_atomic
 from openafm.compress.levels import Levels
 from openafm.compress.quantized import QuantizedWeight
 from openafm.errors import CheckpointError
@@ -29,11 +29,8 @@ def save_quantized(path: str | Path, weights: dict[str, QuantizedWeight], info: 
         tensors[f"{name}.codes"] = q.codes.contiguous().cpu()
         tensors[f"{name}.scale"] = q.scale.contiguous().cpu()
         layout[name] = {"zero": q.zero, "bits": q.bits, "levels": Levels(q.levels).value}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata={"format": FORMAT, "quantized": json.dumps(layout),
-                                            "info": json.dumps(info or {})})
-    return path
+    return save_safetensors_atomic(tensors, path, {"format": FORMAT, "quantized": json.dumps(layout),
+                                                   "info": json.dumps(info or {})})
 
 
 def load_quantized(path: str | Path) -> tuple[dict[str, QuantizedWeight], dict]:
