@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from openafm.compress.fake_quant import (Granularity, GradScale, ScaleGradient, absmax, fake_quantize,
+from openafm.compress.fake_quant import (FQKernel, Granularity, GradScale, ScaleGradient, absmax, fake_quantize,
                                          grad_scale_of, quantize)
 from openafm.compress.levels import Levels, level_set
 
@@ -134,3 +134,24 @@ def test_wrong_f_shape_raises():
     w = _weight()
     with pytest.raises(ValueError, match=r"needs \(6, 1\)"):
         fake_quantize(w, torch.ones(1, 1), ls, Granularity.CHANNEL)
+
+
+@pytest.mark.parametrize("scale_gradient", list(ScaleGradient))
+@pytest.mark.parametrize("granularity", list(Granularity))
+@pytest.mark.parametrize("shape", [(48, 40), (3, 16, 24)])        # a Linear, and a MoE expert stack
+def test_compiled_kernel_equals_eager(scale_gradient, granularity, shape):
+    """FQKernel.COMPILED: the forward bit for bit, the weight gradient exactly, the f gradient to rounding."""
+    ls = level_set(Levels.BALANCED, 2)
+    results = {}
+    for kernel in FQKernel:
+        w = _weight(shape).requires_grad_(True)
+        f = _f(w, granularity, 0.55).requires_grad_(True)
+        wq = fake_quantize(w, f, ls, granularity, scale_gradient=scale_gradient, kernel=kernel)
+        (wq * _weight(shape, seed=3)).sum().backward()
+        results[kernel] = (wq.detach(), w.grad, f.grad)
+    (a, ga, fa), (b, gb, fb) = results[FQKernel.EAGER], results[FQKernel.COMPILED]
+    assert torch.equal(a, b)
+    assert torch.equal(ga, gb)
+    assert 0 < (ga == 0).sum() < ga.numel()                               # f = 0.55 clips some weights
+    torch.testing.assert_close(fa, fb, rtol=1e-5, atol=1e-6)
+    assert fa.abs().min() > 0

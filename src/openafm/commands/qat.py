@@ -47,6 +47,8 @@ def register(sub) -> None:
     q.add_argument("--levels", default="balanced", choices=["balanced", "unbalanced"],
                    help="level set: balanced {-1.5,-0.5,0.5,1.5}·s (default) or unbalanced {-2,-1,0,1}·s")
     q.add_argument("--embed-bits", default="4", help="embedding-table bits, per row (default 4; 'none' keeps fp32)")
+    q.add_argument("--kernel", default="compiled", choices=["compiled", "eager"],
+                   help="fake-quant kernel: compiled (torch.compile, fused; default) or eager (plain torch ops)")
     q.add_argument("--ema-decay", default="0.99", help="EMA decay of the weights (default 0.99; 'none': no EMA)")
     _common(q)
     q.set_defaults(run=_cmd_qat)
@@ -108,7 +110,7 @@ def _cmd_qat(args) -> int:
     import openafm
     from openafm.compress.qat import QATSpec
     from openafm.compress.qat_train import build_qat_trainer, save_qat_outputs
-    spec = QATSpec(bits=args.bits, levels=args.levels, embed_bits=_none_or(args.embed_bits, int))
+    spec = QATSpec(bits=args.bits, levels=args.levels, embed_bits=_none_or(args.embed_bits, int), kernel=args.kernel)
     out = Path(args.out)
     config = train_config(args, model=args.model, teacher=args.model, run_dir=str(out / "run"),
                           lr=args.lr or 1e-4, weight_decay=0.1)
@@ -122,7 +124,7 @@ def _cmd_qat(args) -> int:
                                    "ema_decay": args.ema_decay})
     last = records[-1] if records else {}
     print(f"QAT {spec.bits}-bit {spec.levels.value}: {trainer.step} steps, last loss {last.get('loss', float('nan')):.4f}; "
-          f"wrote {paths['model']} and {paths['quantized']}")
+          f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0
 
 

@@ -22,6 +22,14 @@ Backward (custom autograd function, forward bit-identical to `QuantizedWeight.de
   `NEURONS`: g = 1 / sqrt(number of output neurons sharing one f) (out per tensor, 1 per row) — our
              literal reading of the report's "neuron count".
   `NONE`:    g = 1.
+
+Kernels (`FQKernel`): EAGER runs the formula as separate torch ops, saving u and q (two weight-sized
+tensors) for backward. COMPILED (torch.compile; inductor's fused C++ on CPU, Triton on CUDA) computes the
+forward in one pass, saves only the latent weight and recomputes u and q in a fused backward: about 5x
+(forward) and 10x (backward) faster on SmolLM2-sized tensors here, and the forward is bit-identical
+to EAGER (tested); the f gradient's sum may differ in the last bits (a different summation order).
+COMPILED needs a working torch.compile (a C++ compiler on CPU); if it cannot build, the error surfaces:
+nothing falls back to EAGER silently.
 """
 
 from __future__ import annotations
@@ -43,6 +51,11 @@ class Granularity(enum.StrEnum):
     CHANNEL = "channel"   # one per output row
 
 
+class FQKernel(enum.StrEnum):
+    EAGER = "eager"
+    COMPILED = "compiled"
+
+
 class ScaleGradient(enum.StrEnum):
     LSQ = "lsq"
     FROZEN_CODES = "frozen_codes"
@@ -56,13 +69,14 @@ class GradScale(enum.StrEnum):
 
 def absmax(weight: torch.Tensor, granularity: Granularity) -> torch.Tensor:
     """max|W| over each quantization group, detached: [..., 1, 1] (TENSOR) or [..., out, 1] (CHANNEL)."""
-    a = weight.detach().abs()
+    a = weight.detach()            # max|W| = max(max W, -min W): two reductions, no weight-sized |W| temporary
     if granularity is Granularity.TENSOR:
-        m = a.amax(dim=(-2, -1), keepdim=True)
+        dims: tuple[int, ...] = (-2, -1)
     elif granularity is Granularity.CHANNEL:
-        m = a.amax(dim=-1, keepdim=True)
+        dims = (-1,)
     else:
         raise ValueError(f"granularity={granularity!r}; accepted: {[g.value for g in Granularity]}")
+    m = torch.maximum(a.amax(dim=dims, keepdim=True), a.amin(dim=dims, keepdim=True).neg())
     return m.clamp_min(ABSMAX_FLOOR)
 
 
@@ -117,16 +131,69 @@ class _FakeQuant(torch.autograd.Function):
         return grad_w, grad_f, None, None, None, None
 
 
+def _fq_forward(weight, s, q_min: float, q_max: float, zero: float):
+    q = (weight / s + zero).round().clamp(q_min, q_max)
+    return s * (q - zero)
+
+
+def _fq_backward(weight, s, grad_out, q_min: float, q_max: float, zero: float, lsq: bool, dims: tuple[int, ...]):
+    u = weight / s + zero
+    q = u.round().clamp(q_min, q_max)
+    inside = (u >= q_min) & (u <= q_max)
+    grad_w = torch.where(inside, grad_out, 0.0)
+    ds = torch.where(inside, q - u, q - zero) if lsq else q - zero
+    per_elem = grad_out * ds
+    grad_s = per_elem.sum(dim=dims, keepdim=True) if dims else per_elem
+    return grad_w, grad_s
+
+
+_compiled: dict[str, object] = {}
+
+
+def _compiled_fns():
+    """torch.compile'd forward and backward, built on first use (dynamic shapes after a second shape)."""
+    if not _compiled:
+        _compiled["forward"] = torch.compile(_fq_forward, dynamic=None)
+        _compiled["backward"] = torch.compile(_fq_backward, dynamic=None)
+    return _compiled["forward"], _compiled["backward"]
+
+
+class _FakeQuantCompiled(torch.autograd.Function):
+    """The FQKernel.COMPILED form of _FakeQuant: same values, saves only the weight."""
+
+    @staticmethod
+    def forward(ctx, weight, f, weight_absmax, levels: LevelSet, scale_gradient: ScaleGradient, g: float):
+        s = scale_of(f, weight_absmax, levels)
+        fwd, _ = _compiled_fns()
+        ctx.save_for_backward(weight, s, weight_absmax)
+        ctx.levels, ctx.scale_gradient, ctx.g, ctx.f_shape = levels, scale_gradient, g, f.shape
+        # detach: dynamo specialises on a Parameter's shape (a recompile per shape, then eager past its limit)
+        return fwd(weight.detach(), s, float(levels.q_min), float(levels.q_max), float(levels.zero))
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        weight, s, weight_absmax = ctx.saved_tensors
+        levels = ctx.levels
+        _, bwd = _compiled_fns()
+        dims = tuple(i for i, (a, b) in enumerate(zip(ctx.f_shape, weight.shape)) if a == 1 and b != 1)
+        grad_w, grad_s = bwd(weight.detach(), s, grad_out.contiguous(), float(levels.q_min), float(levels.q_max),
+                             float(levels.zero), ctx.scale_gradient is ScaleGradient.LSQ, dims)
+        grad_f = grad_s * weight_absmax / levels.level_max * ctx.g if ctx.needs_input_grad[1] else None
+        return (grad_w if ctx.needs_input_grad[0] else None), grad_f, None, None, None, None
+
+
 def fake_quantize(weight: torch.Tensor, f: torch.Tensor, levels: LevelSet, granularity: Granularity, *,
                   scale_gradient: ScaleGradient = ScaleGradient.LSQ,
-                  grad_scale: GradScale = GradScale.LSQ) -> torch.Tensor:
+                  grad_scale: GradScale = GradScale.LSQ, kernel: FQKernel = FQKernel.EAGER) -> torch.Tensor:
     """W̃ for weight [..., out, in] with f shaped like max|W| ([..., 1, 1] or [..., out, 1])."""
     m = absmax(weight, granularity)
     if f.shape != m.shape:
         raise ValueError(f"f has shape {tuple(f.shape)}; {granularity.value} granularity on a weight of shape "
                          f"{tuple(weight.shape)} needs {tuple(m.shape)}")
     g = grad_scale_of(grad_scale, weight.shape, granularity, levels)
-    return _FakeQuant.apply(weight, f, m, levels, scale_gradient, g)
+    kernel = FQKernel(kernel)
+    fn = _FakeQuantCompiled if kernel is FQKernel.COMPILED else _FakeQuant
+    return fn.apply(weight, f, m, levels, scale_gradient, g)
 
 
 def quantize(weight: torch.Tensor, f: torch.Tensor, levels: LevelSet, granularity: Granularity) -> QuantizedWeight:
@@ -146,15 +213,17 @@ class FakeQuantize(nn.Module):
     """A parametrization (torch.nn.utils.parametrize) of one weight: holds the learnable f, returns W̃."""
 
     def __init__(self, levels: LevelSet, granularity: Granularity, f_init: torch.Tensor, *,
-                 scale_gradient: ScaleGradient = ScaleGradient.LSQ, grad_scale: GradScale = GradScale.LSQ):
+                 scale_gradient: ScaleGradient = ScaleGradient.LSQ, grad_scale: GradScale = GradScale.LSQ,
+                 kernel: FQKernel = FQKernel.EAGER):
         super().__init__()
+        self.kernel = FQKernel(kernel)
         self.levels, self.granularity = levels, Granularity(granularity)
         self.scale_gradient, self.grad_scale = ScaleGradient(scale_gradient), GradScale(grad_scale)
         self.f = nn.Parameter(f_init.detach().clone().float())             # [..., 1, 1] or [..., out, 1]
 
     def forward(self, weight: torch.Tensor) -> torch.Tensor:
         return fake_quantize(weight, self.f, self.levels, self.granularity,
-                             scale_gradient=self.scale_gradient, grad_scale=self.grad_scale)
+                             scale_gradient=self.scale_gradient, grad_scale=self.grad_scale, kernel=self.kernel)
 
     def export(self, weight: torch.Tensor) -> list[QuantizedWeight]:
         """One QuantizedWeight per [out, in] matrix of weight (one for a Linear, E for a MoE expert stack)."""
@@ -164,4 +233,4 @@ class FakeQuantize(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"bits={self.levels.bits}, levels={self.levels.kind.value}, granularity={self.granularity.value}, "
-                f"f={tuple(self.f.shape)}")
+                f"f={tuple(self.f.shape)}, kernel={self.kernel.value}")

@@ -12,7 +12,8 @@ Choices (QATSpec defaults):
   tensor each, so one f each), f initialised by Newton-Raphson clipping (compress.clip_init);
 * embedding table (and an untied lm_head): `embed_bits`=4, per-row max|W| and per-row f (rows of an
   embedding are looked up independently, and their norms vary widely); None leaves it in fp32;
-* the f gradient: LSQ estimator with LSQ gradient scaling (compress.fake_quant documents the options).
+* the f gradient: LSQ estimator with LSQ gradient scaling (compress.fake_quant documents the options);
+* `kernel`=COMPILED: the fused torch.compile fake quant (same forward values as EAGER, several times faster).
 
 Train with AdamW and weight decay 0 on the QAT parameters: `qat_param_groups(model, weight_decay=...)`.
 """
@@ -26,7 +27,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from openafm.compress.clip_init import ClipInit, init_factor
-from openafm.compress.fake_quant import FakeQuantize, Granularity, GradScale, ScaleGradient
+from openafm.compress.fake_quant import FakeQuantize, FQKernel, Granularity, GradScale, ScaleGradient
 from openafm.compress.levels import Levels, check_bits, level_set
 from openafm.compress.quantized import QuantizedWeight
 from openafm.compress.targets import Role, quant_targets
@@ -43,6 +44,7 @@ class QATSpec:
     init: ClipInit = ClipInit.NEWTON_RAPHSON
     scale_gradient: ScaleGradient = ScaleGradient.LSQ
     grad_scale: GradScale = GradScale.LSQ
+    kernel: FQKernel = FQKernel.COMPILED
     skip: list[str] = field(default_factory=list)   # globs over tensor names, e.g. "layers.0.*"
 
     def __post_init__(self):
@@ -53,6 +55,7 @@ class QATSpec:
         self.granularity, self.embed_granularity = Granularity(self.granularity), Granularity(self.embed_granularity)
         self.init = ClipInit(self.init)
         self.scale_gradient, self.grad_scale = ScaleGradient(self.scale_gradient), GradScale(self.grad_scale)
+        self.kernel = FQKernel(self.kernel)
 
 
 def prepare_qat(model: nn.Module, spec: QATSpec | None = None) -> nn.Module:
@@ -70,7 +73,8 @@ def prepare_qat(model: nn.Module, spec: QATSpec | None = None) -> nn.Module:
         if weight.dtype != torch.float32:
             raise ValueError(f"{t.name} is {weight.dtype}; QAT keeps fp32 latent weights (load the model in fp32)")
         f0 = init_factor(weight, levels, granularity, spec.init)
-        fq = FakeQuantize(levels, granularity, f0, scale_gradient=spec.scale_gradient, grad_scale=spec.grad_scale)
+        fq = FakeQuantize(levels, granularity, f0, scale_gradient=spec.scale_gradient, grad_scale=spec.grad_scale,
+                          kernel=spec.kernel)
         parametrize.register_parametrization(t.module, t.attr, fq.to(weight.device))
         getattr(t.module.parametrizations, t.attr).original.requires_grad_(True)
     return model
