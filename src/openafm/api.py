@@ -85,12 +85,18 @@ def available_models() -> list[str]:
 
 
 def load(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str = torch.float32,
-         device: str | torch.device = "cpu", seed: int = 0) -> LanguageModel:
+         device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str = "cpu") -> LanguageModel:
     """A packaged model name, a preset name (randomly initialised from `seed`), a .gguf file, a native
-    openafm checkpoint directory or a Hugging Face Llama directory."""
+    openafm checkpoint directory, a Hugging Face Llama directory, or a compressed checkpoint directory
+    (compress.artifact; it runs from its packed weights with `packed_kernel` "cpu" — the AVX2 kernel — or
+    "torch", and only in float32 on the CPU)."""
     dtype = _dtype(dtype)
     name = str(name_or_path)
     path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        from openafm.compress.artifact import is_compressed_checkpoint
+        if is_compressed_checkpoint(path):
+            return _from_compressed(path, dtype, device, packed_kernel)
     if name in PACKAGED:
         from openafm.checkpoint.packaged import default_gguf_path
         lm = _from_gguf(default_gguf_path(), name)
@@ -109,6 +115,21 @@ def load(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str =
         raise UnknownModelError(name, available_models())
     lm.model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     return lm
+
+
+def _from_compressed(path: Path, dtype: torch.dtype, device, packed_kernel: str) -> LanguageModel:
+    from openafm.compress.artifact import COMPRESSED_FILE, load_compressed
+    from openafm.compress.packed_linear import PackedKernel
+    from openafm.tokenizer.tokenizer import Tokenizer
+    kinds = [k.value for k in PackedKernel]
+    if packed_kernel not in kinds:
+        raise ValueError(f"packed_kernel={packed_kernel!r}; accepted: {kinds}")
+    if dtype != torch.float32 or torch.device(device).type != "cpu":
+        raise ValueError(f"{path} is a compressed checkpoint: it runs from packed weights in float32 on the CPU, "
+                         f"not dtype={dtype} device={device}")
+    model = load_compressed(path / COMPRESSED_FILE, kernel=PackedKernel(packed_kernel)).requires_grad_(False)
+    tokenizer = Tokenizer.from_files(path) if (path / "tokenizer.json").is_file() else None
+    return LanguageModel(model, tokenizer, name=path.name, source=f"compressed checkpoint {path}")
 
 
 def _from_path(path: Path) -> LanguageModel:

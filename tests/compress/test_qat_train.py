@@ -126,3 +126,33 @@ def test_unsupported_bits_and_bad_config_raise(tmp_path):
     with pytest.raises(ConfigError, match="ema_decay=1.5"):
         trainer_for(tmp_path, ema_decay=1.5)
 
+
+
+def test_packed_output_runs_from_packed_weights_and_records_the_base(tmp_path):
+    """OUT/packed/: a real compressed checkpoint of the QAT weights — 2-bit planes at 1/8 of fp16, run by
+    openafm.load from the packed codes with the baked model's logits, and tied to the model QAT started from."""
+    from openafm.checkpoint.fingerprint import weights_fingerprint
+    from openafm.compress.artifact import COMPRESSED_FILE, load_compressed, read_metadata
+    from openafm.compress.packed_linear import PackedLinear
+    from openafm.errors import CheckpointError
+    start = small_logit_model()
+    base_hash = weights_fingerprint(start)
+    trainer = build_qat_trainer(qat_config(tmp_path / "run", steps=2), spec=QATSpec(bits=2), ema_decay=0.9,
+                                model=start)
+    trainer.run()
+    paths = save_qat_outputs(trainer, tmp_path / "out")
+    meta = read_metadata(paths["packed"] / COMPRESSED_FILE)
+    assert meta["base_sha256"] == base_hash
+    assert {v["bits"] for k, v in meta["quantized"].items() if k != "embed"} == {2} and meta["quantized"]["embed"]["bits"] == 4
+    packed = openafm.load(paths["packed"], packed_kernel="torch").model
+    assert any(isinstance(m, PackedLinear) for m in packed.modules())
+    baked = openafm.load(str(paths["model"])).model
+    ids = (torch.arange(24)[None] * 5) % 300
+    with torch.no_grad():
+        torch.testing.assert_close(packed(ids), baked(ids), rtol=1e-5, atol=1e-5)
+    with pytest.raises(CheckpointError, match=base_hash):
+        load_compressed(paths["packed"] / COMPRESSED_FILE, base=small_logit_model(seed=1))
+    with pytest.raises(ValueError, match="bfloat16"):
+        openafm.load(paths["packed"], dtype="bfloat16")
+    with pytest.raises(ValueError, match="packed_kernel='gpu'"):
+        openafm.load(paths["packed"], packed_kernel="gpu")

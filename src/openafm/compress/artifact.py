@@ -10,6 +10,9 @@ dict (norms, unquantized layers) is stored as it is. The safetensors metadata ho
   quantized     {module path: {"bits", "in_features", "module": "linear" | "embedding"}}.
 
 Writes are atomic (a temporary sibling file renamed into place), like checkpoint/native.py.
+
+A compressed checkpoint *directory* (`save_compressed_checkpoint`) holds that file as compressed.safetensors
+next to the tokenizer files; `openafm.load(directory)` runs it from the packed weights.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ from openafm.models.build import build_model, config_from_dict, model_kind
 
 FORMAT = "openafm-compressed"
 FORMAT_VERSION = 1
+COMPRESSED_FILE = "compressed.safetensors"
 
 
-def save_compressed(model: nn.Module, quantized: dict, path: str | Path) -> Path:
-    """Write the base `model` with the weights in `quantized` (see packed_model.py) packed, to `path`."""
+def save_compressed(model: nn.Module, quantized: dict, path: str | Path, *, base_sha256: str | None = None) -> Path:
+    """Write the base `model` with the weights in `quantized` (see packed_model.py) packed, to `path`.
+    base_sha256: the hash recorded as the base (default: `model`'s own weights; QAT passes the hash of the
+    model it started from, since its unquantized tensors have trained on)."""
     path = Path(path)
     if any(isinstance(m, (PackedLinear, PackedEmbedding)) for m in model.modules()):
         raise ValueError("save_compressed takes the uncompressed base model and the quantized weights; "
@@ -61,9 +67,25 @@ def save_compressed(model: nn.Module, quantized: dict, path: str | Path) -> Path
         if name not in quantized:
             tensors[name] = t
     meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "model_kind": model_kind(model.config),
-            "config": json.dumps(model.config.to_dict()), "base_sha256": weights_fingerprint(model),
+            "config": json.dumps(model.config.to_dict()),
+            "base_sha256": base_sha256 or weights_fingerprint(model),
             "quantized": json.dumps(layout)}
     return save_safetensors_atomic(tensors, path, meta)
+
+
+def save_compressed_checkpoint(directory: str | Path, model: nn.Module, quantized: dict, *, tokenizer=None,
+                               base_sha256: str | None = None) -> Path:
+    """A directory openafm.load runs from packed weights: compressed.safetensors plus the tokenizer files."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_compressed(model, quantized, directory / COMPRESSED_FILE, base_sha256=base_sha256)
+    if tokenizer is not None:
+        tokenizer.save(directory)
+    return directory
+
+
+def is_compressed_checkpoint(directory: str | Path) -> bool:
+    return (Path(directory) / COMPRESSED_FILE).is_file()
 
 
 def read_metadata(path: str | Path) -> dict:

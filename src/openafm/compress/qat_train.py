@@ -4,7 +4,8 @@ for evaluation and export.
 
     trainer = build_qat_trainer(config, spec=QATSpec(bits=2), ema_decay=0.99)   # config.model: the fp32 model
     trainer.run()
-    save_qat_outputs(trainer, "out/")     # out/model/ (fake-quant baked in), out/quantized.safetensors
+    save_qat_outputs(trainer, "out/")     # out/model/ (fake-quant baked in), out/quantized.safetensors,
+                                          # out/packed/ (packed codes; openafm.load runs it)
 
 `QATHooks` is the trainer hook: prepare_qat on the model, `qat_param_groups` for the optimizer, an EMA
 update after each optimizer step, the EMA weights swapped in for eval (Trainer.eval_model) and export, and the
@@ -30,7 +31,7 @@ from openafm.errors import ConfigError
 from openafm.train.config import ObjectiveKind, TrainConfig
 from openafm.train.hooks import TrainHooks
 
-MODEL_DIR, QUANTIZED_FILE = "model", "quantized.safetensors"
+MODEL_DIR, QUANTIZED_FILE, PACKED_DIR = "model", "quantized.safetensors", "packed"
 
 
 class QATHooks(TrainHooks):
@@ -117,14 +118,26 @@ def baked_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def save_qat_outputs(trainer, out_dir: str | Path, *, tokenizer=None, info: dict | None = None) -> dict[str, Path]:
     """Write, from the eval weights (EMA if any): OUT/model/ — a native checkpoint of the baked model
-    (openafm.load reads it), and OUT/quantized.safetensors — export_model's QuantizedWeights (quantized_io)."""
+    (openafm.load reads it), OUT/quantized.safetensors — export_model's QuantizedWeights (quantized_io), and
+    OUT/packed/ — a compressed checkpoint (compress.artifact: four 2-bit codes per byte, two 4-bit codes
+    per byte) that openafm.load runs from the packed weights, its base hash that of the model QAT started
+    from. A model with MoE expert stacks gets no packed/ (the packed runtime has Linear and Embedding
+    layers only); the returned dict then has no "packed"."""
+    from openafm.api import build_with_weights
+    from openafm.checkpoint.fingerprint import weights_fingerprint
     from openafm.checkpoint.native import save_checkpoint
+    from openafm.compress.artifact import save_compressed_checkpoint
     out = Path(out_dir)
     info = {"source_model": trainer.config.model, "steps": trainer.step, **(info or {})}
     with trainer.eval_model() as model:
         quantized = export_model(model)
-        plain = baked_state_dict(model)
-    save_checkpoint(out / MODEL_DIR, trainer.model_config, {k: v.cpu() for k, v in plain.items()},
-                    tokenizer, extra={"qat": info})
+        plain = {k: v.cpu() for k, v in baked_state_dict(model).items()}
+    save_checkpoint(out / MODEL_DIR, trainer.model_config, plain, tokenizer, extra={"qat": info})
     save_quantized(out / QUANTIZED_FILE, quantized, info)
-    return {"model": out / MODEL_DIR, "quantized": out / QUANTIZED_FILE}
+    written = {"model": out / MODEL_DIR, "quantized": out / QUANTIZED_FILE}
+    if all(name in plain for name in quantized):
+        base_hash = weights_fingerprint(trainer.objective.teacher)     # the unquantized model QAT started from
+        baked = build_with_weights(trainer.model_config, plain, str(out / MODEL_DIR))
+        written["packed"] = save_compressed_checkpoint(out / PACKED_DIR, baked, quantized, tokenizer=tokenizer,
+                                                       base_sha256=base_hash)
+    return written
