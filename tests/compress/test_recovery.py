@@ -99,3 +99,31 @@ def test_cli_qat_then_recover(tmp_path, tokenizer, capsys):
     assert f.rank == 2 and f.base_fingerprint == weights_fingerprint(openafm.load(str(out / "model")).model)
     assert main(["qat", src, str(tmp_path / "bad"), "--bits", "5", *common]) != 0
     assert "bits=5 is not supported" in capsys.readouterr().err
+
+
+def test_init_factors_start_the_adapter_at_the_pulled_out_product(tmp_path, bases):
+    """ASTC + SVD path: the base holds the residual W - B A, the adapter starts at B A, so before training
+    the adapted model computes the original W exactly (up to float rounding)."""
+    from openafm.compress.svd_pullout import pull_out
+    teacher, _ = bases
+    fp32 = openafm.load(teacher).model
+    ids = (torch.arange(20)[None] * 3) % 300
+    with torch.no_grad():
+        expected = fp32(ids)
+    residual_model = openafm.load(teacher).model
+    factors = {}
+    with torch.no_grad():
+        for name, module in residual_model.named_modules():
+            if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in ("qkv", "out", "gate_up", "down"):
+                pulled = pull_out(module.weight, 4)
+                module.weight.copy_(pulled.residual)
+                factors[name] = pulled.adapter
+    trainer, _ = build_recovery_trainer(qat_config(tmp_path / "run", model=str(tmp_path / "x"),
+                                                   objective=dict(kind="kd", teacher=teacher), steps=1),
+                                        rank=4, base=residual_model, init_factors=factors)
+    with torch.no_grad():
+        torch.testing.assert_close(trainer.model(ids), expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ConfigError, match="rank 4"):
+        build_recovery_trainer(qat_config(tmp_path / "run2", model=str(tmp_path / "x"),
+                                          objective=dict(kind="kd", teacher=teacher), steps=1),
+                               rank=8, base=openafm.load(teacher).model, init_factors=factors)

@@ -68,3 +68,23 @@ def test_bad_rank_and_no_targets_raise():
         LoRALinear(torch.nn.Linear(4, 8), rank=5, alpha=1)
     with pytest.raises(ValueError, match="no nn.Linear named one of"):
         apply_lora(make_tiny("smollm2-tiny"), rank=1, alpha=1, targets=["nope"])
+
+
+def test_lora_on_a_packed_layer_adds_the_same_update_and_refuses_to_merge():
+    """A recovery adapter runs unmerged beside a packed low-bit layer: output = packed(x) + scale · B A x."""
+    from openafm.compress.pack import pack
+    from openafm.compress.packed_linear import PackedKernel, PackedLinear
+    g = torch.Generator().manual_seed(0)
+    codes = torch.randint(0, 4, (12, 20), generator=g, dtype=torch.uint8)
+    p = pack(codes, 2)
+    packed = PackedLinear(p.data, torch.rand(12, generator=g) + 0.1, 1.5, 2, p.in_features, PackedKernel.TORCH)
+    layer = LoRALinear(packed, rank=3, alpha=6.0)
+    with torch.no_grad():
+        layer.lora_B.normal_(generator=g)
+    x = torch.randn(2, 5, 20, generator=g)
+    expected = packed(x) + 2.0 * (x @ layer.lora_A.T) @ layer.lora_B.T
+    torch.testing.assert_close(layer(x), expected)
+    model = torch.nn.Sequential()
+    model.add_module("out", layer)
+    with pytest.raises(TypeError, match="cannot be merged"):
+        merge_lora(model)

@@ -27,14 +27,31 @@ class LoRAHooks(TrainHooks):
     """Wrap the targets in LoRA (freezing everything else); the LoRA factors get weight decay 0."""
     name = "lora"
 
-    def __init__(self, *, rank: int, alpha: float | None = None, targets=DEFAULT_TARGETS):
+    def __init__(self, *, rank: int, alpha: float | None = None, targets=DEFAULT_TARGETS, init_factors=None):
+        """init_factors: {layer name: svd_pullout.LoraFactors} to start those adapters from (the SVD pull-out:
+        the base then holds only the residual, and scale · B A starts equal to the pulled-out B A)."""
         if rank < 1:
             raise ConfigError(f"LoRA rank={rank} must be >= 1")
         self.rank, self.alpha, self.targets = rank, float(alpha if alpha is not None else 2 * rank), tuple(targets)
+        self.init_factors = dict(init_factors or {})
         self.wrapped: list[str] = []
 
     def prepare_model(self, model: nn.Module) -> nn.Module:
+        import torch
+        from openafm.nn.lora import lora_layers
         self.wrapped = apply_lora(model, rank=self.rank, alpha=self.alpha, targets=self.targets)
+        layers = lora_layers(model)
+        unknown = sorted(set(self.init_factors) - set(layers))
+        if unknown:
+            raise ConfigError(f"init_factors name layers without an adapter: {unknown[:4]} "
+                              f"(adapted layers: {sorted(layers)[:4]}...)")
+        with torch.no_grad():
+            for name, f in self.init_factors.items():
+                layer = layers[name]
+                if f.rank != self.rank:
+                    raise ConfigError(f"init_factors[{name!r}] has rank {f.rank}; the adapters have rank {self.rank}")
+                layer.lora_A.copy_(f.a)
+                layer.lora_B.copy_(f.b / layer.scale)          # scale · B A = the pulled-out product
         return model
 
     def param_groups(self, model, config) -> list[dict]:
@@ -43,7 +60,8 @@ class LoRAHooks(TrainHooks):
 
 
 def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | None = None, loader=None,
-                           hooks: list[TrainHooks] | None = None, base: nn.Module | None = None):
+                           hooks: list[TrainHooks] | None = None, base: nn.Module | None = None,
+                           init_factors: dict | None = None):
     """-> (Trainer, the base's weights fingerprint before LoRA). config.model is the compressed base
     (loaded unless `base` is given); config.objective must be kd from the unquantized teacher."""
     import openafm
@@ -62,7 +80,7 @@ def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | Non
     objective = KDObjective(teacher, kind=KDKind(o.kd_kind), top_k=o.top_k, temperature=o.temperature,
                             kd_weight=o.kd_weight)
     trainer = Trainer(config, model=base, objective=objective, loader=loader,
-                      hooks=[LoRAHooks(rank=rank, alpha=alpha), *(hooks or [])])
+                      hooks=[LoRAHooks(rank=rank, alpha=alpha, init_factors=init_factors), *(hooks or [])])
     return trainer, fingerprint
 
 

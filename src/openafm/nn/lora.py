@@ -2,7 +2,8 @@
 
 Report §5 / §6: Apple's task adapters and quality-recovery adapters are rank-r LoRA on the linear layers
 of a frozen base. `apply_lora` wraps the chosen `Linear`s of a model in place; `LoRALinear` keeps the
-base layer (its parameters unchanged, so a base checkpoint still loads) and adds `lora_A` [r, in] and
+base layer (its parameters unchanged, so a base checkpoint still loads; an nn.Linear or a packed low-bit
+`PackedLinear`, so recovery adapters run on a compressed base unmerged) and adds `lora_A` [r, in] and
 `lora_B` [out, r]. B starts at zero, so a fresh adapter leaves the model's outputs exactly unchanged;
 `LoRALinear.from_factors` starts from given factors instead (the SVD pull-out of compress/).
 """
@@ -21,20 +22,26 @@ from torch.nn import functional as F
 DEFAULT_TARGETS = ("qkv", "q", "out", "gate_up", "down")
 
 
+def _adaptable(module: nn.Module) -> bool:
+    """nn.Linear, or a packed low-bit linear layer (compress.packed_linear): the adapter runs beside it."""
+    from openafm.compress.packed_linear import PackedLinear
+    return isinstance(module, (nn.Linear, PackedLinear))
+
+
 class LoRALinear(nn.Module):
-    def __init__(self, base: nn.Linear, rank: int, alpha: float):
+    def __init__(self, base: nn.Module, rank: int, alpha: float):
         super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise TypeError(f"LoRA wraps nn.Linear layers, got {type(base).__name__}")
+        if not _adaptable(base):
+            raise TypeError(f"LoRA wraps nn.Linear or PackedLinear layers, got {type(base).__name__}")
         if rank < 1 or rank > min(base.in_features, base.out_features):
             raise ValueError(f"LoRA rank must be in 1..{min(base.in_features, base.out_features)} for a "
                              f"{base.out_features}x{base.in_features} layer, got {rank}")
         self.base, self.rank, self.alpha = base, rank, float(alpha)
         for p in base.parameters():
             p.requires_grad_(False)
-        w = base.weight
-        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, dtype=w.dtype, device=w.device))
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=w.dtype, device=w.device))
+        ref = base.weight if isinstance(base, nn.Linear) else base.scale     # a packed layer computes in float32
+        self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, dtype=ref.dtype, device=ref.device))
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=ref.dtype, device=ref.device))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
 
     @classmethod
@@ -81,7 +88,7 @@ def apply_lora(model: nn.Module, *, rank: int, alpha: float, targets: Iterable[s
     wrapped = []
     for parent_name, parent in list(model.named_modules()):
         for child_name, child in list(parent.named_children()):
-            if child_name in targets and isinstance(child, nn.Linear):
+            if child_name in targets and _adaptable(child):
                 setattr(parent, child_name, LoRALinear(child, rank, alpha))
                 wrapped.append(f"{parent_name}.{child_name}" if parent_name else child_name)
     if not wrapped:
@@ -126,6 +133,9 @@ def merge_lora(model: nn.Module) -> int:
     for parent_name, parent in list(model.named_modules()):
         for child_name, child in list(parent.named_children()):
             if isinstance(child, LoRALinear):
+                if not isinstance(child.base, nn.Linear):
+                    raise TypeError(f"{parent_name}.{child_name}: an adapter on a {type(child.base).__name__} "
+                                    f"cannot be merged (its weight is held as packed codes); run it unmerged")
                 with torch.no_grad():
                     child.base.weight += child.delta().to(child.base.weight.dtype)
                 setattr(parent, child_name, child.base)
