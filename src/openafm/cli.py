@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "-m", default=DEFAULT_MODEL,
-                   help=f"packaged model, preset, .gguf file or checkpoint directory (default: {DEFAULT_MODEL}); "
+                   help=f"packaged model, preset, .gguf file, checkpoint directory or compressed checkpoint directory "
+                        f"(runs from packed low-bit weights; default: {DEFAULT_MODEL}); "
                         "see `openafm models`")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weight dtype (default float32)")
 
