@@ -17,8 +17,8 @@ from openafm.compress.clip_init import ClipInit
 from openafm.compress.fake_quant import Granularity
 from openafm.compress.levels import Levels
 from openafm.compress.qat import QATSpec
-from openafm.compress.qat_train import baked_state_dict, build_qat_trainer
-from openafm.compress.recovery import build_recovery_trainer
+from openafm.compress.qat_train import baked_state_dict, build_qat_trainer, save_qat_outputs
+from openafm.compress.recovery import build_recovery_trainer, save_recovery_adapter
 from openafm.compress.rtn import quantize_model_rtn
 from openafm.eval.perplexity import perplexity
 from openafm.train.config import TrainConfig
@@ -86,7 +86,8 @@ def rtn_ppl(model, ids, context, bits: int) -> float:
 
 
 def qat_run(source: str, model, train_ids, heldout, args, *, levels: Levels, steps: int, lr: float, raw: bool,
-            work: Path, name: str):
+            work: Path, name: str, stop_after: int | None = None):
+    """`steps` sets the lr schedule; `stop_after` ends the run early on that same schedule."""
     cfg = config(source, str(work / name), args, steps=steps, teacher=source, lr=lr, wd=0.1)
     loader = TokenArrayLoader(train_ids, seq_len=args.seq_len, global_batch=args.batch_size, seed=0)
     curve = EvalCurve(heldout, every=args.eval_every, context=args.context,
@@ -95,10 +96,14 @@ def qat_run(source: str, model, train_ids, heldout, args, *, levels: Levels, ste
                                 hooks=[curve], model=model)
     curve.measure(trainer)                                       # step 0: the NR-initialised fake-quant model
     t = time.perf_counter()
-    records = trainer.run()
+    records = trainer.run(stop_after=stop_after)
     seconds = time.perf_counter() - t
+    if trainer.step < steps and curve.points[-1]["step"] != trainer.step:
+        curve.measure(trainer)                                   # the early stop's end point
     losses = [r["loss"] for r in records]
-    return trainer, {"levels": levels.value, "steps": steps, "train_tokens": steps * args.batch_size * args.seq_len,
+    done = trainer.step
+    return trainer, {"levels": levels.value, "steps": done, "schedule_steps": steps,
+                     "train_tokens": done * args.batch_size * args.seq_len,
                      "train_seconds": seconds, "curve": curve.points, "losses": losses,
                      "loss_spikes": count_spikes(losses)}
 
@@ -106,21 +111,22 @@ def qat_run(source: str, model, train_ids, heldout, args, *, levels: Levels, ste
 def recovery_run(base_dir: str, teacher: str, train_ids, heldout, args, work: Path) -> dict:
     cfg = config(base_dir, str(work / "recovery"), args, steps=args.recovery_steps, teacher=teacher, lr=1e-3, wd=0.0)
     loader = TokenArrayLoader(train_ids, seq_len=args.seq_len, global_batch=args.batch_size, seed=1)
-    trainer, _ = build_recovery_trainer(cfg, rank=args.rank, loader=loader)
+    trainer, fingerprint = build_recovery_trainer(cfg, rank=args.rank, loader=loader)
     t = time.perf_counter()
     trainer.run()
     seconds = time.perf_counter() - t
+    adapter = save_recovery_adapter(trainer, work / "qat2_recovery.safetensors", fingerprint)
     with trainer.eval_model() as m:
         ppl = perplexity(m, heldout, context=args.context, batch_size=4).ppl
     return {"rank": args.rank, "steps": args.recovery_steps,
             "train_tokens": args.recovery_steps * args.batch_size * args.seq_len, "train_seconds": seconds,
-            "ppl": ppl}
+            "ppl": ppl, "adapter": str(adapter)}
 
 
-def save_baked(trainer, path: Path, tokenizer) -> str:
+def save_raw(trainer, path: Path, tokenizer) -> str:
+    """The baked model from the trained weights themselves (no EMA swapped in): the "without EMA" row."""
     from openafm.checkpoint.native import save_checkpoint
-    with trainer.eval_model() as m:
-        state = baked_state_dict(m)
+    state = baked_state_dict(trainer.model)
     save_checkpoint(path, trainer.model_config, {k: v.cpu() for k, v in state.items()}, tokenizer)
     return str(path)
 
@@ -135,7 +141,8 @@ def smollm2_phase(args, lm, train_ids, heldout, work: Path) -> dict:
     log("QAT 2-bit balanced (EMA and raw from one run)")
     trainer, result["qat_balanced"] = qat_run(args.model, model, train_ids, heldout, args, levels=Levels.BALANCED,
                                               steps=args.steps, lr=args.lr, raw=True, work=work, name="balanced")
-    base_dir = save_baked(trainer, work / "qat2_model", lm.tokenizer)
+    base_dir = str(save_qat_outputs(trainer, work / "qat2_balanced", tokenizer=lm.tokenizer)["model"])
+    save_raw(trainer, work / "qat2_balanced_noema_model", lm.tokenizer)
     del trainer
     if args.recovery_steps:
         log(f"LoRA recovery rank {args.rank} on the QAT-2-bit base")
@@ -144,8 +151,13 @@ def smollm2_phase(args, lm, train_ids, heldout, work: Path) -> dict:
         fresh = openafm.load(args.model).model
         fresh.load_state_dict(fp32_state)
         log("QAT 2-bit unbalanced")
-        _, result["qat_unbalanced"] = qat_run(args.model, fresh, train_ids, heldout, args, levels=Levels.UNBALANCED,
-                                              steps=args.steps, lr=args.lr, raw=False, work=work, name="unbalanced")
+        n = min(args.unbalanced_steps or args.steps, args.steps)
+        trainer, result["qat_unbalanced"] = qat_run(args.model, fresh, train_ids, heldout, args, levels=Levels.UNBALANCED,
+                                              steps=args.steps, lr=args.lr, raw=False, work=work, name="unbalanced",
+                                              stop_after=n)
+        save_qat_outputs(trainer, work / "qat2_unbalanced", tokenizer=lm.tokenizer)
+        result["spikes_first_steps"] = {"steps": n, **{k: count_spikes(result[k]["losses"][:n])
+                                                       for k in ("qat_balanced", "qat_unbalanced")}}
     return result
 
 
@@ -186,10 +198,14 @@ def plot(result: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    a = result.get("smollm2")
+    a, b = result.get("smollm2"), result.get("scratch")
+    panels = [x for x in (a, b) if x]
+    if not panels:
+        raise ValueError("nothing to plot: the result has neither a smollm2 nor a scratch part")
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
+    axes = list(axes[0])
     if a:
-        ax = axes[0]
+        ax = axes.pop(0)
         for key, label in (("qat_balanced", "QAT-2 balanced"), ("qat_unbalanced", "QAT-2 unbalanced")):
             if key in a:
                 c = a[key]["curve"]
@@ -197,9 +213,9 @@ def plot(result: dict, path: str) -> None:
                 if "ppl_raw" in c[0]:
                     ax.plot([p["tokens"] for p in c], [p["ppl_raw"] for p in c], marker=".", ls="--",
                             label=f"{label} (no EMA)")
-        for key, label, style in (("fp32_ppl", "fp32", "k-"), ("rtn3_ppl", "RTN-3", "g:")):
-            ax.axhline(a[key], ls=style[1:], color=style[0], label=f"{label} {a[key]:.1f}")
-        ax.set_title(f"SmolLM2-135M held-out ppl vs QAT tokens (RTN-2 = {a['rtn2_ppl']:.0f}, off scale)")
+        for key, label, style in (("fp32_ppl", "fp32", "k-"), ("rtn2_ppl", "RTN-2", "r:"), ("rtn3_ppl", "RTN-3", "g:")):
+            ax.axhline(a[key], ls=style[1:], color=style[0], label=f"{label} {a[key]:.4g}")
+        ax.set_title("SmolLM2-135M: held-out ppl vs QAT tokens")
         if "recovery" in a:
             r = a["recovery"]
             x = a["qat_balanced"]["train_tokens"] + r["train_tokens"]
@@ -208,9 +224,8 @@ def plot(result: dict, path: str) -> None:
         ax.set_ylabel("perplexity")
         ax.set_yscale("log")
         ax.legend(fontsize=8)
-    b = result.get("scratch")
     if b:
-        ax = axes[1]
+        ax = axes.pop(0)
         c = b["qat2"]["curve"]
         ax.plot([p["tokens"] for p in c], [p["ppl_ema"] for p in c], marker="o", label="QAT-2 balanced (EMA)")
         ax.plot([p["tokens"] for p in c], [p["ppl_raw"] for p in c], marker=".", ls="--", label="no EMA")

@@ -79,12 +79,29 @@ def main() -> None:
     p.add_argument("--scratch-qat-steps", type=int, default=100)
     p.add_argument("--skip-smollm2", action="store_true", help="only the scratch model")
     p.add_argument("--skip-unbalanced", action="store_true")
+    p.add_argument("--unbalanced-steps", type=int, default=None,
+                   help="stop the unbalanced run after n steps of the balanced run's schedule (default --steps); "
+                        "spikes are compared over those first n steps")
     p.add_argument("--device", default="cpu")
     p.add_argument("--work-dir", default=None, help="where runs and models go (default: a temporary directory)")
     p.add_argument("--plot", default=None, help="PNG path for the curves")
+    p.add_argument("--replot", nargs="+", default=None, metavar="JSON",
+                   help="only draw --plot from earlier training-phase JSON outputs (their parts merged, later "
+                        "files winning): e.g. a SmolLM2 run and a separate --skip-smollm2 scratch run")
     p.add_argument("--bits", type=int, nargs="+", default=[2, 3, 4])
     p.add_argument("--levels", type=Levels, default=Levels.BALANCED, choices=list(Levels))
     args = p.parse_args()
+    if args.replot:
+        import json
+        from _qat_train import plot
+        if not args.plot:
+            p.error("--replot needs --plot PATH")
+        merged: dict = {}
+        for path in args.replot:
+            with open(path) as f:
+                merged.update(json.load(f))
+        plot(merged, args.plot)
+        return
     if not args.rtn_only:
         from _qat_train import training_phase
         args.tokens, args.context = args.tokens or 2048, args.context or 256
