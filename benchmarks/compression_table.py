@@ -259,7 +259,6 @@ def main() -> None:
     qat_row("QAT 2-bit unbalanced, EMA", qat / "qat2_unbalanced" / "model", qat / "qat2_unbalanced" / "packed")
 
     from openafm.checkpoint.adapter import attach_adapter, read_adapter
-    from openafm.nn.lora import apply_lora, load_lora_state_dict
     adapter = read_adapter(qat / "qat2_recovery.safetensors")
     recovered = attach_adapter(openafm.load(str(qat / "qat2_balanced" / "model")).model, adapter)  # checks the base
     rows["QAT 2-bit + LoRA r16 recovery"] = quality(recovered, "QAT + LoRA")
@@ -333,10 +332,8 @@ def main() -> None:
     models = {"fp32": base, "bf16": copy.deepcopy(base).to(torch.bfloat16)}
     for name, d in artifacts.items():
         models[name] = load_compressed(Path(d) / COMPRESSED_FILE)
-    packed_lora = load_compressed(artifacts["QAT 2-bit balanced, EMA"] / COMPRESSED_FILE)
-    apply_lora(packed_lora, rank=adapter.rank, alpha=adapter.alpha, targets=adapter.targets)   # the same weights,
-    load_lora_state_dict(packed_lora, adapter.tensors)                     # held packed (another fingerprint)
-    models["QAT 2-bit + LoRA r16 recovery"] = packed_lora
+    packed = load_compressed(artifacts["QAT 2-bit balanced, EMA"] / COMPRESSED_FILE)
+    models["QAT 2-bit + LoRA r16 recovery"] = attach_adapter(packed, adapter)   # unmerged, on the packed layers
     ids = lm.encode(PROMPT)
     runs = {name: decode_run(m, ids, args.new_tokens) for name, m in models.items()}
     from openafm.runtime.generate import GenerationStats, generate_tokens

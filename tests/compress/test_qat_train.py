@@ -150,6 +150,7 @@ def test_packed_output_runs_from_packed_weights_and_records_the_base(tmp_path):
     ids = (torch.arange(24)[None] * 5) % 300
     with torch.no_grad():
         torch.testing.assert_close(packed(ids), baked(ids), rtol=1e-5, atol=1e-5)
+    assert weights_fingerprint(packed) == weights_fingerprint(baked)     # hashed by the weights it computes with
     with pytest.raises(CheckpointError, match=base_hash):
         load_compressed(paths["packed"] / COMPRESSED_FILE, base=small_logit_model(seed=1))
     with pytest.raises(ValueError, match="bfloat16"):

@@ -97,6 +97,15 @@ def test_cli_qat_then_recover(tmp_path, tokenizer, capsys):
     assert main(["recover", str(out / "model"), str(adapter), "--rank", "2", *common]) == 0
     f = read_adapter(adapter)
     assert f.rank == 2 and f.base_fingerprint == weights_fingerprint(openafm.load(str(out / "model")).model)
+    # the same adapter runs on the packed checkpoint (same dequantized weights, same fingerprint), unmerged
+    from openafm.checkpoint.adapter import attach_adapter
+    ids = (torch.arange(12)[None] * 11) % 300
+    with torch.no_grad():
+        on_baked = attach_adapter(openafm.load(str(out / "model")).model, f)(ids)
+        packed = openafm.load(str(out / "packed"), packed_kernel="torch").model
+        torch.testing.assert_close(attach_adapter(packed, f)(ids), on_baked, rtol=1e-5, atol=1e-5)
+    lm = fm.SystemLanguageModel(model=str(out / "packed"), adapter=fm.SystemLanguageModel.Adapter(str(adapter)))
+    assert lm.is_available() == (True, None), lm.unavailable_detail      # loads packed, attaches the adapter
     assert main(["qat", src, str(tmp_path / "bad"), "--bits", "5", *common]) != 0
     assert "bits=5 is not supported" in capsys.readouterr().err
 

@@ -4,6 +4,11 @@ SHA-256 over every state-dict entry in name order: the name, dtype, shape and ra
 the same fingerprint exactly when their weights are bit-identical (same names, dtypes, shapes, values).
 Hashing 135M fp32 weights takes ~1 s, so the result is cached on the module until its weights change
 version (`torch.Tensor._version` counts in-place writes).
+
+A model running from packed low-bit layers (compress.packed_linear) is hashed by the weights it computes
+with: each packed layer enters as `<layer>.weight` = its dequantized float32 matrix (a PackedEmbedding as
+`<embedding>.weight`), not as its packed buffers. A packed checkpoint and the plain "baked" model holding
+the same dequantized values therefore share a fingerprint, so an adapter trained on one attaches to the other.
 """
 
 from __future__ import annotations
@@ -14,12 +19,28 @@ import torch
 from torch import nn
 
 
-def weights_fingerprint(model: nn.Module) -> str:
+def _logical_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with every packed layer's buffers replaced by its dequantized weight."""
+    from openafm.compress.packed_linear import PackedEmbedding, PackedLinear
     state = model.state_dict()
-    versions = tuple(t._version for t in state.values())
+    modules = dict(model.named_modules())
+    for path, m in modules.items():
+        if not isinstance(m, PackedLinear):
+            continue
+        parent = path.rpartition(".")[0] if "." in path else ""
+        logical = parent if path.endswith(".table") and isinstance(modules.get(parent), PackedEmbedding) else path
+        for buf in ("packed", "scale", "zero"):
+            state.pop(f"{path}.{buf}", None)
+        state[f"{logical}.weight" if logical else "weight"] = m.weight_dequantized()
+    return state
+
+
+def weights_fingerprint(model: nn.Module) -> str:
+    versions = tuple(t._version for t in model.state_dict().values())     # of the tensors actually held
     cached = getattr(model, "_openafm_fingerprint", None)
     if cached is not None and cached[0] == versions:
         return cached[1]
+    state = _logical_state(model)
     h = hashlib.sha256()
     for name in sorted(state):
         t = state[name].detach().contiguous().cpu()
