@@ -7,8 +7,9 @@ run (W/qat2_balanced/{model,packed}, W/qat2_balanced_noema_model), the unbalance
 the LoRA recovery adapter (W/qat2_recovery.safetensors). Everything else is made here from the fp32 model:
 RTN 2-bit (QAT's starting point: per-tensor Newton-Raphson clip, 4-bit per-row embedding, no training),
 int4 g128 and int3 g32 group quantization, ASTC HDR 6x6 (tensor scale, texels in [1, 2]: astc.py's best
-mapping), ASTC + SVD r32 pull-out + a LoRA recovery adapter trained here (--astc-recovery-steps), the int8
-KV cache and 4-bit embeddings alone.
+mapping), SVD r32 pull-out + ASTC (or + int3 g32, the same 4.0 bits: the equal-bits codec comparison) + a LoRA
+recovery adapter trained here from the pulled-out factors (--astc-recovery-steps), the int8 KV cache and
+4-bit embeddings alone.
 
 Columns:
   bits/weight  linear layers' stored bits per weight (codes + scales/minimums; + the adapter when there is one)
@@ -24,6 +25,8 @@ fp32 runtime's, marked as such. The int8-KV row scores perplexity through the ca
 lowbit_runtime.py); its task score is the fp32 one, since scoring runs without a cache.
 
     python benchmarks/compression_table.py --qat-work W --json --plot compression.png --markdown table.md
+    python benchmarks/compression_table.py --replot table.json --plot compression.png      # redraw only
+    python benchmarks/compression_table.py --replot table.json --add-pullout int3g32 --json  # one row, merged
 """
 
 from __future__ import annotations
@@ -96,32 +99,57 @@ def packed_bits_per_weight(meta_quantized: dict, path: Path, model) -> float:
     return bits / weights if weights else 32.0
 
 
-def astc_recovery(base_model, args, train_ids, work: Path) -> tuple[torch.nn.Module, dict]:
-    """ASTC + SVD pull-out (rank args.astc_rank) + LoRA recovery: the base holds the ASTC-decoded residual,
-    the adapter starts at the pulled-out B A and trains by distillation from the fp32 model."""
-    from openafm.compress.astc import astc_compress_model, total_size
+CODECS = ("astc", "int3g32")      # what compresses the residual after the SVD pull-out
+
+
+def pullout_recovery(base_model, args, train_ids, work: Path, codec: str) -> tuple[torch.nn.Module, dict]:
+    """SVD pull-out (rank args.astc_rank) + a codec on the residual + LoRA recovery: the base holds the decoded
+    residual, the adapter starts at the pulled-out B A and trains by distillation from the fp32 model.
+    codec "astc": ASTC HDR 6x6 (tensor scale, texels in [1, 2]); "int3g32": int3 group quantization, g32 —
+    the same 4.0 bits/weight, so the two rows compare the codecs at equal bits and equal recovery."""
+    from openafm.compress.astc import astc_compress_model, linear_modules, relative_error, total_size
+    from openafm.compress.group_quant import group_quantize
+    from openafm.compress.svd_pullout import pull_out
     from openafm.compress.recovery import build_recovery_trainer
     from openafm.nn.lora import merge_lora
     from openafm.train.config import TrainConfig
     from openafm.train.token_loader import TokenArrayLoader
+    if codec not in CODECS:
+        raise ValueError(f"codec={codec!r}; accepted: {list(CODECS)}")
     model = plain_copy(base_model)
     t = time.perf_counter()
-    records = astc_compress_model(model, "hdr", "6x6", scale="tensor", texel_range="octave", quality=args.astc_quality,
-                                  rank=args.astc_rank, progress=not args.json)
-    encode_s = time.perf_counter() - t
-    factors = {}
-    with torch.no_grad():
-        for r in records:                                   # the model holds B A + decode(R): keep decode(R)
-            module = model.get_submodule(r.name)
-            module.weight.sub_(r.adapter.product())
-            factors[r.name] = r.adapter
-    size = total_size(records)
-    info = {"encode_seconds": encode_s, "rank": args.astc_rank, "bits_per_weight": size.bits_per_weight,
-            "bits_per_weight_without_adapter": size.bits_per_weight_without_adapter,
-            "relative_error_before_training": sum(r.relative_error for r in records) / len(records)}
+    factors, errors = {}, []
+    if codec == "astc":
+        records = astc_compress_model(model, "hdr", "6x6", scale="tensor", texel_range="octave",
+                                      quality=args.astc_quality, rank=args.astc_rank, progress=not args.json)
+        with torch.no_grad():
+            for r in records:                               # the model holds B A + decode(R): keep decode(R)
+                model.get_submodule(r.name).weight.sub_(r.adapter.product())
+                factors[r.name] = r.adapter
+        size = total_size(records)
+        bits, adapter_bits, weights = size.bits, size.adapter_bits, size.weights
+        errors = [r.relative_error for r in records]
+    else:
+        bits, adapter_bits, weights = 0, 0, 0
+        with torch.no_grad():
+            for name, module in linear_modules(model):
+                w = module.weight.detach().float().clone()
+                pulled = pull_out(w, args.astc_rank)
+                q = group_quantize(pulled.residual, 3, 32)
+                decoded = q.decode()
+                module.weight.copy_(decoded)
+                factors[name] = pulled.adapter
+                errors.append(relative_error(w, pulled.adapter.product() + decoded))
+                bits += q.stored_bits() + pulled.adapter.bits()
+                adapter_bits += pulled.adapter.bits()
+                weights += w.numel()
+    info = {"codec": codec, "encode_seconds": time.perf_counter() - t, "rank": args.astc_rank,
+            "bits_per_weight": bits / weights, "bits_per_weight_without_adapter": (bits - adapter_bits) / weights,
+            "relative_error_before_training": sum(errors) / len(errors)}
     if args.astc_recovery_steps:
         cfg = TrainConfig.from_dict(dict(
-            model=str(work / "astc_residual_base"), run_dir=str(work / "astc_recovery"), steps=args.astc_recovery_steps,
+            model=str(work / f"{codec}_residual_base"), run_dir=str(work / f"{codec}_recovery"),
+            steps=args.astc_recovery_steps,
             batch_size=args.batch_size, seq_len=args.seq_len, device="cpu", init="keep", progress=not args.json,
             peak_flops=1e12, objective=dict(kind="kd", teacher=MODEL),
             optimizer=dict(lr=args.recovery_lr, weight_decay=0.0, grad_clip=1.0),
@@ -142,6 +170,54 @@ def astc_recovery(base_model, args, train_ids, work: Path) -> tuple[torch.nn.Mod
             setattr(model.get_submodule(parent), leaf, LoRALinear.from_factors(model.get_submodule(name), f.a, f.b))
     merge_lora(model)                          # quality only: the runtime of this row is the decoded fp32 one
     return model.eval().requires_grad_(False), info
+
+
+def pullout_row(base, args, train_ids, work: Path, codec: str, quality, n_linear: int, fp32_rest_mb: float):
+    """(row name, row) of one SVD pull-out + codec + LoRA path; its runtime is the decoded fp32 one."""
+    m, info = pullout_recovery(base, args, train_ids, work, codec)
+    name = f"{'ASTC' if codec == 'astc' else 'int3 group g32'} + SVD r{args.astc_rank} + LoRA"
+    row = {**quality(m, name), "bits_per_weight": info["bits_per_weight"],
+           "file_mb": info["bits_per_weight"] * n_linear / 8 / 2**20 + fp32_rest_mb,
+           "file_measured": False, "runtime": "fp32 (decoded at load)", "detail": info}
+    return name, row
+
+
+def add_pullout_row(args) -> None:
+    """--add-pullout: one pull-out row computed with the table's settings, merged into an earlier table."""
+    with open(args.replot) as f:
+        result = json.load(f)
+    if result["heldout_tokens"] != args.tokens or result["context"] != args.context \
+            or result["task"]["items"] != args.task_items:
+        raise SystemExit(f"--tokens/--context/--task-items ({args.tokens}/{args.context}/{args.task_items}) differ "
+                         f"from the table's ({result['heldout_tokens']}/{result['context']}/{result['task']['items']})")
+    lm = openafm.load(MODEL)
+    heldout = torch.tensor(lm.encode(english_text("heldout"))[: args.tokens])
+    items = task_items("arithmetic", args.task_items, seed=0)
+
+    def quality(model, label: str) -> dict:
+        ppl = perplexity(model, heldout, context=args.context, batch_size=4).ppl
+        task = mc_accuracy(model, lm.tokenizer, items).accuracy
+        log(f"{label}: ppl {ppl:.4g}, task {task:.3f}")
+        return {"ppl": ppl, "task": task}
+
+    n_linear = linear_weights(lm.model)
+    rest_mb = (tensor_bytes(lm.model) - 4 * n_linear) / 2**20
+    train_ids = torch.tensor(lm.encode(english_text("train")))
+    out = Path(args.out_dir or tempfile.mkdtemp(prefix="openafm-table-"))
+    name, row = pullout_row(lm.model, args, train_ids, out, args.add_pullout, quality, n_linear, rest_mb)
+    row |= {"rss_mb": result["rows"]["fp32"]["rss_mb"], "tok_s": result["rows"]["fp32"]["tok_s"]}
+    rows = {}
+    for k, v in result["rows"].items():                    # place it after the other pull-out row
+        rows[k] = v
+        if k.startswith("ASTC + SVD"):
+            rows[name] = row
+    rows.setdefault(name, row)
+    result["rows"] = rows
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(result))
+    if args.plot:
+        plot(result, args.plot)
+    emit(result, args.json)
 
 
 def markdown(result: dict) -> str:
@@ -199,14 +275,22 @@ def main() -> None:
     p.add_argument("--markdown", default=None, help="write the table as Markdown to this path")
     p.add_argument("--replot", default=None, metavar="JSON",
                    help="only redraw --plot (and --markdown) from an earlier --json output")
+    p.add_argument("--add-pullout", choices=CODECS, default=None,
+                   help="only compute the SVD pull-out + CODEC + LoRA row and add it to the --replot JSON "
+                        "(printed with --json; --plot and --markdown redrawn)")
     args = p.parse_args()
-    if args.replot:
+    if args.add_pullout and not args.replot:
+        p.error("--add-pullout needs --replot JSON (the table to add the row to)")
+    if args.replot and not args.add_pullout:
         with open(args.replot) as f:
             earlier = json.load(f)
         if args.plot:
             plot(earlier, args.plot)
         if args.markdown:
             Path(args.markdown).write_text(markdown(earlier))
+        return
+    if args.add_pullout:
+        add_pullout_row(args)
         return
     if not args.qat_work:
         p.error("--qat-work is required (the --work-dir of a benchmarks/qat.py training run)")
@@ -286,12 +370,10 @@ def main() -> None:
                             "runtime": "fp32 (decoded at load)"}
     del m
     train_ids = torch.tensor(lm.encode(english_text("train")))
-    m, astc_info = astc_recovery(base, args, train_ids, out)
-    rows[f"ASTC + SVD r{args.astc_rank} + LoRA"] = {
-        **quality(m, "ASTC + SVD + LoRA"), "bits_per_weight": astc_info["bits_per_weight"],
-        "file_mb": astc_info["bits_per_weight"] * n_linear / 8 / 2**20 + embed_and_norms_mb,
-        "file_measured": False, "runtime": "fp32 (decoded at load)", "detail": astc_info}
-    del m
+    for codec in CODECS:
+        name, row = pullout_row(base, args, train_ids, out, codec, quality, n_linear, embed_and_norms_mb)
+        rows[name] = row
+    astc_info = rows[f"ASTC + SVD r{args.astc_rank} + LoRA"]["detail"]
 
     # int8 KV cache: fp32 weights, perplexity through the cache
     from openafm.runtime.kv_cache import KVStorage
