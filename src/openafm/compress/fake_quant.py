@@ -23,11 +23,11 @@ Backward (custom autograd function, forward bit-identical to `QuantizedWeight.de
              literal reading of the report's "neuron count".
   `NONE`:    g = 1.
 
-Kernels (`FQKernel`): EAGER runs the formula as separate torch ops, saving u and q (two weight-sized
-tensors) for backward. COMPILED (torch.compile; inductor's fused C++ on CPU, Triton on CUDA) computes the
-forward in one pass, saves only the latent weight and recomputes u and q in a fused backward: about 5x
-(forward) and 10x (backward) faster on SmolLM2-sized tensors here, and the forward is bit-identical
-to EAGER (tested); the f gradient's sum may differ in the last bits (a different summation order).
+Kernels (`FQKernel`): both save only the latent weight and recompute u and q in backward. EAGER runs the
+formula as separate torch ops; COMPILED runs the same functions through torch.compile (inductor's fused C++
+on CPU, Triton on CUDA): about 6x faster forward+backward over SmolLM2's tensors here
+(benchmarks/fake_quant.py). The forward is bit-identical to EAGER (tested); the f gradient's sum may
+differ in the last bits (a different summation order).
 COMPILED needs a working torch.compile (a C++ compiler on CPU); if it cannot build, the error surfaces:
 nothing falls back to EAGER silently.
 """
@@ -103,45 +103,19 @@ def grad_scale_of(kind: GradScale, weight_shape: torch.Size, granularity: Granul
     raise ValueError(f"grad_scale={kind!r}; accepted: {[g.value for g in GradScale]}")
 
 
-class _FakeQuant(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, weight, f, weight_absmax, levels: LevelSet, scale_gradient: ScaleGradient, g: float):
-        s = scale_of(f, weight_absmax, levels)                      # [..., 1 or out, 1]
-        u, q = codes_of(weight, s, levels)                          # [..., out, in]
-        ctx.save_for_backward(u, q, weight_absmax)
-        ctx.levels, ctx.scale_gradient, ctx.g, ctx.f_shape = levels, scale_gradient, g, f.shape
-        return s * (q - levels.zero)
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        u, q, weight_absmax = ctx.saved_tensors
-        levels = ctx.levels
-        inside = (u >= levels.q_min) & (u <= levels.q_max)
-        grad_w = grad_out * inside if ctx.needs_input_grad[0] else None
-        grad_f = None
-        if ctx.needs_input_grad[1]:
-            ds = q - levels.zero                                    # dW̃/ds with the codes held constant
-            if ctx.scale_gradient is ScaleGradient.LSQ:
-                ds = torch.where(inside, q - u, ds)
-            per_elem = grad_out * ds
-            # sum over the elements sharing each f (dims where f is broadcast)
-            dims = tuple(i for i, (a, b) in enumerate(zip(ctx.f_shape, per_elem.shape)) if a == 1 and b != 1)
-            grad_s = per_elem.sum(dim=dims, keepdim=True) if dims else per_elem
-            grad_f = grad_s * weight_absmax / levels.level_max * ctx.g
-        return grad_w, grad_f, None, None, None, None
-
-
 def _fq_forward(weight, s, q_min: float, q_max: float, zero: float):
+    """W̃ = s · (clamp(⌊W/s + z⌉) - z); bit-identical to `codes_of` + QuantizedWeight.dequantize."""
     q = (weight / s + zero).round().clamp(q_min, q_max)
     return s * (q - zero)
 
 
 def _fq_backward(weight, s, grad_out, q_min: float, q_max: float, zero: float, lsq: bool, dims: tuple[int, ...]):
+    """-> (dL/dW by the STE, dL/ds summed over `dims`, the dims where s is broadcast); u and q recomputed."""
     u = weight / s + zero
     q = u.round().clamp(q_min, q_max)
     inside = (u >= q_min) & (u <= q_max)
     grad_w = torch.where(inside, grad_out, 0.0)
-    ds = torch.where(inside, q - u, q - zero) if lsq else q - zero
+    ds = torch.where(inside, q - u, q - zero) if lsq else q - zero     # LSQ, or the codes held constant
     per_elem = grad_out * ds
     grad_s = per_elem.sum(dim=dims, keepdim=True) if dims else per_elem
     return grad_w, grad_s
@@ -150,36 +124,41 @@ def _fq_backward(weight, s, grad_out, q_min: float, q_max: float, zero: float, l
 _compiled: dict[str, object] = {}
 
 
-def _compiled_fns():
-    """torch.compile'd forward and backward, built on first use (dynamic shapes after a second shape)."""
+def _kernel_fns(kernel: FQKernel):
+    """(forward, backward): the plain functions (EAGER), or torch.compile'd once on first use (COMPILED)."""
+    if kernel is FQKernel.EAGER:
+        return _fq_forward, _fq_backward
     if not _compiled:
         _compiled["forward"] = torch.compile(_fq_forward, dynamic=None)
         _compiled["backward"] = torch.compile(_fq_backward, dynamic=None)
     return _compiled["forward"], _compiled["backward"]
 
 
-class _FakeQuantCompiled(torch.autograd.Function):
-    """The FQKernel.COMPILED form of _FakeQuant: same values, saves only the weight."""
+class _FakeQuant(torch.autograd.Function):
+    """Saves only the weight (and s): backward recomputes u and q, fused when the kernel is COMPILED.
+    The weight goes in detached: dynamo specialises on a Parameter's shape (a recompile per shape, then
+    eager past its recompile limit)."""
 
     @staticmethod
-    def forward(ctx, weight, f, weight_absmax, levels: LevelSet, scale_gradient: ScaleGradient, g: float):
-        s = scale_of(f, weight_absmax, levels)
-        fwd, _ = _compiled_fns()
+    def forward(ctx, weight, f, weight_absmax, levels: LevelSet, scale_gradient: ScaleGradient, g: float,
+                kernel: FQKernel):
+        s = scale_of(f, weight_absmax, levels)                      # [..., 1 or out, 1]
         ctx.save_for_backward(weight, s, weight_absmax)
-        ctx.levels, ctx.scale_gradient, ctx.g, ctx.f_shape = levels, scale_gradient, g, f.shape
-        # detach: dynamo specialises on a Parameter's shape (a recompile per shape, then eager past its limit)
+        ctx.levels, ctx.scale_gradient, ctx.g, ctx.f_shape, ctx.kernel = levels, scale_gradient, g, f.shape, kernel
+        fwd, _ = _kernel_fns(kernel)
         return fwd(weight.detach(), s, float(levels.q_min), float(levels.q_max), float(levels.zero))
 
     @staticmethod
     def backward(ctx, grad_out):
         weight, s, weight_absmax = ctx.saved_tensors
         levels = ctx.levels
-        _, bwd = _compiled_fns()
+        _, bwd = _kernel_fns(ctx.kernel)
+        # sum over the elements sharing each f (dims where f is broadcast)
         dims = tuple(i for i, (a, b) in enumerate(zip(ctx.f_shape, weight.shape)) if a == 1 and b != 1)
         grad_w, grad_s = bwd(weight.detach(), s, grad_out.contiguous(), float(levels.q_min), float(levels.q_max),
                              float(levels.zero), ctx.scale_gradient is ScaleGradient.LSQ, dims)
         grad_f = grad_s * weight_absmax / levels.level_max * ctx.g if ctx.needs_input_grad[1] else None
-        return (grad_w if ctx.needs_input_grad[0] else None), grad_f, None, None, None, None
+        return (grad_w if ctx.needs_input_grad[0] else None), grad_f, None, None, None, None, None
 
 
 def fake_quantize(weight: torch.Tensor, f: torch.Tensor, levels: LevelSet, granularity: Granularity, *,
@@ -191,9 +170,7 @@ def fake_quantize(weight: torch.Tensor, f: torch.Tensor, levels: LevelSet, granu
         raise ValueError(f"f has shape {tuple(f.shape)}; {granularity.value} granularity on a weight of shape "
                          f"{tuple(weight.shape)} needs {tuple(m.shape)}")
     g = grad_scale_of(grad_scale, weight.shape, granularity, levels)
-    kernel = FQKernel(kernel)
-    fn = _FakeQuantCompiled if kernel is FQKernel.COMPILED else _FakeQuant
-    return fn.apply(weight, f, m, levels, scale_gradient, g)
+    return _FakeQuant.apply(weight, f, m, levels, scale_gradient, g, FQKernel(kernel))
 
 
 def quantize(weight: torch.Tensor, f: torch.Tensor, levels: LevelSet, granularity: Granularity) -> QuantizedWeight:
