@@ -49,8 +49,8 @@ from lowbit_runtime import PROMPT, child_rss, chunked_nll, decode_run  # noqa: E
 import openafm
 from openafm.compress.artifact import COMPRESSED_FILE, save_compressed_checkpoint
 from openafm.compress.clip_init import ClipInit
-from openafm.compress.qat import QATSpec, export_model, prepare_qat
-from openafm.compress.qat_train import baked_state_dict
+from openafm.compress.fake_quant import Granularity
+from openafm.compress.rtn import quantize_model_rtn
 from openafm.eval.perplexity import perplexity
 from openafm.eval.tasks import mc_accuracy, task_items
 from openafm.eval.texts import english_text
@@ -74,15 +74,10 @@ def file_bytes(path: Path) -> int:
     return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*.safetensors"))
 
 
-def fake_quant_export(model, spec: QATSpec):
-    """(baked plain model, QuantizedWeights) of `model` under `spec` with no training: its RTN form."""
-    m = plain_copy(model).requires_grad_(True)
-    prepare_qat(m, spec)
-    quantized = export_model(m)
-    plain = {k: v.detach() for k, v in baked_state_dict(m).items()}
-    baked = plain_copy(model)
-    baked.load_state_dict(plain)
-    return baked, quantized
+def rtn_export(model, **rtn_kwargs):
+    """(a copy of model with its weights rounded, their QuantizedWeights): compress.rtn, no training."""
+    m = plain_copy(model)
+    return m, quantize_model_rtn(m, **rtn_kwargs)
 
 
 def packed_bits_per_weight(meta_quantized: dict, path: Path, model) -> float:
@@ -182,6 +177,22 @@ def pullout_row(base, args, train_ids, work: Path, codec: str, quality, n_linear
     return name, row
 
 
+def evaluation(args):
+    """(the fp32 LanguageModel, held-out ids, quality): quality(model, label) -> {"ppl", "task"} on the
+    table's held-out tokens and task items."""
+    lm = openafm.load(MODEL)
+    heldout = torch.tensor(lm.encode(english_text("heldout"))[: args.tokens])
+    items = task_items("arithmetic", args.task_items, seed=0)
+
+    def quality(model, label: str) -> dict:
+        t = time.perf_counter()
+        ppl = perplexity(model, heldout, context=args.context, batch_size=4).ppl
+        task = mc_accuracy(model, lm.tokenizer, items).accuracy
+        log(f"{label}: ppl {ppl:.4g}, task {task:.3f} ({time.perf_counter() - t:.0f}s)")
+        return {"ppl": ppl, "task": task}
+    return lm, heldout, quality
+
+
 def add_pullout_row(args) -> None:
     """--add-pullout: one pull-out row computed with the table's settings, merged into an earlier table."""
     with open(args.replot) as f:
@@ -190,15 +201,7 @@ def add_pullout_row(args) -> None:
             or result["task"]["items"] != args.task_items:
         raise SystemExit(f"--tokens/--context/--task-items ({args.tokens}/{args.context}/{args.task_items}) differ "
                          f"from the table's ({result['heldout_tokens']}/{result['context']}/{result['task']['items']})")
-    lm = openafm.load(MODEL)
-    heldout = torch.tensor(lm.encode(english_text("heldout"))[: args.tokens])
-    items = task_items("arithmetic", args.task_items, seed=0)
-
-    def quality(model, label: str) -> dict:
-        ppl = perplexity(model, heldout, context=args.context, batch_size=4).ppl
-        task = mc_accuracy(model, lm.tokenizer, items).accuracy
-        log(f"{label}: ppl {ppl:.4g}, task {task:.3f}")
-        return {"ppl": ppl, "task": task}
+    lm, heldout, quality = evaluation(args)
 
     n_linear = linear_weights(lm.model)
     rest_mb = (tensor_bytes(lm.model) - 4 * n_linear) / 2**20
@@ -303,17 +306,8 @@ def main() -> None:
     out = Path(args.out_dir or tempfile.mkdtemp(prefix="openafm-table-"))
     threads = torch.get_num_threads()
 
-    lm = openafm.load(MODEL)
+    lm, heldout, quality = evaluation(args)
     base = lm.model
-    heldout = torch.tensor(lm.encode(english_text("heldout"))[: args.tokens])
-    items = task_items("arithmetic", args.task_items, seed=0)
-
-    def quality(model, label: str) -> dict:
-        t = time.perf_counter()
-        ppl = perplexity(model, heldout, context=args.context, batch_size=4).ppl
-        task = mc_accuracy(model, lm.tokenizer, items).accuracy
-        log(f"{label}: ppl {ppl:.4g}, task {task:.3f} ({time.perf_counter() - t:.0f}s)")
-        return {"ppl": ppl, "task": task}
 
     rows: dict[str, dict] = {}
     artifacts: dict[str, Path] = {}           # row -> packed checkpoint directory (its own runtime)
@@ -325,7 +319,8 @@ def main() -> None:
     del bf16
 
     # RTN 2-bit: QAT's starting point without training, written as a packed checkpoint
-    rtn, rtn_q = fake_quant_export(base, QATSpec(bits=2, init=ClipInit.NEWTON_RAPHSON, embed_bits=4))
+    rtn, rtn_q = rtn_export(base, bits=2, granularity=Granularity.TENSOR, clip=ClipInit.NEWTON_RAPHSON,
+                            embed_bits=4, embed_granularity=Granularity.CHANNEL)
     artifacts["RTN 2-bit"] = save_compressed_checkpoint(out / "rtn2", rtn, rtn_q, tokenizer=lm.tokenizer)
     rows["RTN 2-bit"] = quality(rtn, "RTN 2-bit")
     del rtn, rtn_q
@@ -385,7 +380,8 @@ def main() -> None:
                                         "relative_change": math.exp((nll8 - nll32) / n) - 1}}
 
     # 4-bit embeddings alone (per row, f = 1: the better of the RTN embedding rows in qat.py --rtn-only)
-    emb4, emb4_q = fake_quant_export(base, QATSpec(bits=2, embed_bits=4, skip=["layers.*"], init=ClipInit.NONE))
+    emb4, emb4_q = rtn_export(base, bits=2, embed_bits=4, embed_granularity=Granularity.CHANNEL, clip=ClipInit.NONE,
+                              skip=["layers.*"])
     artifacts["4-bit embeddings"] = save_compressed_checkpoint(out / "emb4", emb4, emb4_q, tokenizer=lm.tokenizer)
     rows["4-bit embeddings"] = {**quality(emb4, "4-bit embeddings"), "bits_per_weight": 32.0}
     del emb4, emb4_q
@@ -446,7 +442,7 @@ def main() -> None:
         r["rss_mb"] = source_rss["rss_added_after_one_generation_mb"]
         r["tok_s"] = source_tok
     result = {"model": MODEL, "threads": threads, "heldout_tokens": len(heldout), "context": args.context,
-              "task": {"name": "arithmetic 3-shot multiple choice", "items": len(items), "chance": 0.25},
+              "task": {"name": "arithmetic 3-shot multiple choice", "items": args.task_items, "chance": 0.25},
               "linear_weights": n_linear, "decode_tokens": args.new_tokens, "repeats": args.repeats,
               "decode_tok_s_runs": {k: [round(x, 1) for x in v] for k, v in speeds.items()},
               "rss_children": rss, "astc_recovery": astc_info, "qat_work": str(qat), "artifacts": str(out),
