@@ -14,11 +14,12 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
 from torch import nn
 
 from openafm.checkpoint.atomic import save_safetensors_atomic
 from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.checkpoint.tagged import read_tagged_metadata
 from openafm.errors import CheckpointError
 from openafm.nn.lora import LoRALinear, apply_lora, load_lora_state_dict, lora_layers, lora_state_dict
 
@@ -55,19 +56,8 @@ def save_adapter(path: str | Path, model: nn.Module, *, base_name: str, base_fin
 
 def read_adapter(path: str | Path) -> AdapterFile:
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such adapter file")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{path}: cannot be read as safetensors ({e})") from None
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: format {meta.get('format')!r} is not {FORMAT!r}")
-    if meta.get("format_version") != str(FORMAT_VERSION):
-        raise CheckpointError(f"{path}: format_version {meta.get('format_version')!r} is not supported "
-                              f"(this openafm reads version {FORMAT_VERSION})")
+    meta = read_tagged_metadata(path, fmt=FORMAT, version=FORMAT_VERSION, what="adapter")
+    tensors = load_file(str(path))
     return AdapterFile(path=path, rank=int(meta["rank"]), alpha=float(meta["alpha"]),
                        targets=tuple(json.loads(meta["targets"])), base_name=meta["base_name"],
                        base_fingerprint=meta["base_fingerprint"], tensors=tensors)

@@ -21,11 +21,12 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import safe_open
 from torch import nn
 
 from openafm.checkpoint.atomic import save_safetensors_atomic
 from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.checkpoint.tagged import read_tagged_metadata
 from openafm.compress.pack import pack
 from openafm.compress.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
 from openafm.compress.packed_model import as_codes, module_path, packed_module, set_module
@@ -90,19 +91,7 @@ def is_compressed_checkpoint(directory: str | Path) -> bool:
 
 def read_metadata(path: str | Path) -> dict:
     """The artifact's metadata with config and quantized parsed (raises naming the file when it is not one)."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such compressed checkpoint file")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = dict(f.metadata() or {})
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{path}: cannot be read as safetensors ({e})") from None
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: format {meta.get('format')!r} is not {FORMAT!r}")
-    if meta.get("format_version") != str(FORMAT_VERSION):
-        raise CheckpointError(f"{path}: format_version {meta.get('format_version')!r} is not supported "
-                              f"(this openafm reads version {FORMAT_VERSION})")
+    meta = read_tagged_metadata(path, fmt=FORMAT, version=FORMAT_VERSION, what="compressed checkpoint")
     meta["config"], meta["quantized"] = json.loads(meta["config"]), json.loads(meta["quantized"])
     return meta
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from safetensors import safe_open
 
 from openafm.checkpoint.atomic import save_safetensors_atomic
+from openafm.checkpoint.tagged import read_tagged_metadata
 from openafm.compress.levels import Levels
 from openafm.compress.quantized import QuantizedWeight
-from openafm.errors import CheckpointError
 
 FORMAT = "openafm-quantized-weights"
 
@@ -35,13 +35,8 @@ def save_quantized(path: str | Path, weights: dict[str, QuantizedWeight], info: 
 
 def load_quantized(path: str | Path) -> tuple[dict[str, QuantizedWeight], dict]:
     """-> ({name: QuantizedWeight}, info)."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such quantized-weights file")
+    meta = read_tagged_metadata(path, fmt=FORMAT, version=None, what="quantized-weights")
     with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-        if meta.get("format") != FORMAT:
-            raise CheckpointError(f"{path}: format {meta.get('format')!r} is not {FORMAT!r}")
         layout = json.loads(meta["quantized"])
         weights = {name: QuantizedWeight(codes=f.get_tensor(f"{name}.codes"), scale=f.get_tensor(f"{name}.scale"),
                                           zero=float(d["zero"]), bits=int(d["bits"]), levels=Levels(d["levels"]))
