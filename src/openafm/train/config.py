@@ -176,14 +176,19 @@ def incompatible_keys(saved: dict, current: dict) -> list[str]:
     return [f"{k}: checkpoint {a.get(k, '<absent>')!r} vs config {b.get(k, '<absent>')!r}" for k in keys]
 
 
-def load_train_config(path: str | Path) -> TrainConfig:
+def read_yaml(path: str | Path, what: str):
+    """The parsed YAML file; an unreadable file or bad YAML raises ConfigError naming the file (and `what`)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read the config ({e.strerror})") from None
+        raise ConfigError(f"{path}: cannot read the {what} ({e.strerror})") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML ({e})") from None
+
+
+def load_train_config(path: str | Path) -> TrainConfig:
+    data = read_yaml(path, "config")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a train config is a mapping of keys, got {type(data).__name__}")
     return TrainConfig.from_dict(data)

@@ -31,8 +31,6 @@ import enum
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from openafm import config as cfg
 from openafm.data.mixture import MixtureConfig
 from openafm.errors import ConfigError
@@ -297,13 +295,8 @@ def recipe_from_dict(data: Any, source: str = "recipe") -> Recipe:
 
 def load_recipe(path: str | Path, *, run_dir: str | None = None) -> Recipe:
     """Read and validate a recipe YAML; run_dir overrides the file's."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the recipe ({e.strerror})") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({e})") from None
+    from openafm.train.config import read_yaml
+    data = read_yaml(path, "recipe")
     if isinstance(data, dict) and run_dir is not None:
         data = {**data, "run_dir": run_dir}
     return recipe_from_dict(data, str(path))
