@@ -85,18 +85,21 @@ def available_models() -> list[str]:
 
 
 def load(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str = torch.float32,
-         device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str = "cpu") -> LanguageModel:
+         device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str | None = None) -> LanguageModel:
     """A packaged model name, a preset name (randomly initialised from `seed`), a .gguf file, a native
     openafm checkpoint directory, a Hugging Face Llama directory, or a compressed checkpoint directory
-    (compress.artifact; it runs from its packed weights with `packed_kernel` "cpu" — the AVX2 kernel — or
-    "torch", and only in float32 on the CPU)."""
+    (compress.artifact; it runs from its packed weights with `packed_kernel` "cpu" — the AVX2 kernel, the
+    default — or "torch", and only in float32 on the CPU)."""
+    from openafm.compress.artifact import is_compressed_checkpoint
     dtype = _dtype(dtype)
     name = str(name_or_path)
     path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        from openafm.compress.artifact import is_compressed_checkpoint
-        if is_compressed_checkpoint(path):
-            return _from_compressed(path, dtype, device, packed_kernel)
+    compressed = name not in PACKAGED and name not in PRESETS and is_compressed_checkpoint(path)
+    if packed_kernel is not None and not compressed:
+        raise ValueError(f"packed_kernel={packed_kernel!r} applies to compressed checkpoint directories only; "
+                         f"{name!r} is not one")
+    if compressed:
+        return _from_compressed(path, dtype, device, packed_kernel or "cpu")
     if name in PACKAGED:
         from openafm.checkpoint.packaged import default_gguf_path
         lm = _from_gguf(default_gguf_path(), name)

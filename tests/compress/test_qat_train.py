@@ -157,3 +157,5 @@ def test_packed_output_runs_from_packed_weights_and_records_the_base(tmp_path):
         openafm.load(paths["packed"], dtype="bfloat16")
     with pytest.raises(ValueError, match="packed_kernel='gpu'"):
         openafm.load(paths["packed"], packed_kernel="gpu")
+    with pytest.raises(ValueError, match="packed_kernel='torch' applies to compressed checkpoint directories only"):
+        openafm.load(str(paths["model"]), packed_kernel="torch")

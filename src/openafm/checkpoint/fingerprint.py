@@ -27,7 +27,7 @@ def _logical_state(model: nn.Module) -> dict[str, torch.Tensor]:
     for path, m in modules.items():
         if not isinstance(m, PackedLinear):
             continue
-        parent = path.rpartition(".")[0] if "." in path else ""
+        parent = path.rpartition(".")[0]
         logical = parent if path.endswith(".table") and isinstance(modules.get(parent), PackedEmbedding) else path
         for buf in ("packed", "scale", "zero"):
             state.pop(f"{path}.{buf}", None)
