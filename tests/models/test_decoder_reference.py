@@ -41,8 +41,10 @@ def test_last_logits_equal_the_full_computation(name):
         full = model(ids)[:, -1]
         last = model(ids, logits=Logits.LAST)[:, 0]
         cached = model(ids, cache=KVCache(model.config, batch_size=3, capacity=40), logits=Logits.LAST)[:, 0]
-    assert (last - full).abs().max().item() < 1e-5
-    assert (cached - full).abs().max().item() < 1e-5
+    # 1e-4, as the tests above: on an AMD EPYC host the last-position path (a [B, 1, D] matmul) sums in a
+    # different order than the full one and differs by up to 1.5e-5 on logits of magnitude ~15 (8 ulp).
+    assert (last - full).abs().max().item() < 1e-4
+    assert (cached - full).abs().max().item() < 1e-4
 
 
 def test_padded_batch_rows_equal_their_unpadded_runs():
