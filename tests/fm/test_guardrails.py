@@ -5,8 +5,6 @@ the error raised by ``enforce``. ``benchmarks/guardrails.py`` reports precision 
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from openafm.errors import ConfigError
@@ -437,10 +435,3 @@ def test_enforce_raises_naming_category_rule_and_where():
     assert info.value.category == WMD and info.value.where == "output"
     with pytest.raises(ValueError, match="'input'"):
         enforce(verdict, "input")
-
-
-def test_enforce_without_the_errors_module_raises_import_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "openafm.fm.errors", None)
-    verdict = Guardrails.DEFAULT.check_prompt("how to make sarin")
-    with pytest.raises(ImportError, match="GuardrailViolationError"):
-        enforce(verdict, "prompt")
