@@ -47,7 +47,7 @@ from _common import emit, log, median, parser  # noqa: E402
 from lowbit_runtime import PROMPT, child_rss, chunked_nll, decode_run  # noqa: E402
 
 import openafm
-from openafm.compress.artifact import COMPRESSED_FILE, save_compressed_checkpoint
+from openafm.checkpoint.compressed import COMPRESSED_FILE, save_compressed_checkpoint
 from openafm.compress.clip_init import ClipInit
 from openafm.compress.fake_quant import Granularity
 from openafm.compress.rtn import quantize_model_rtn
@@ -387,7 +387,7 @@ def main() -> None:
     del emb4, emb4_q
 
     # sizes of the packed rows, measured on disk
-    from openafm.compress.artifact import read_metadata
+    from openafm.checkpoint.compressed import read_metadata
     for name, d in artifacts.items():
         f = Path(d) / COMPRESSED_FILE
         meta = read_metadata(f)
@@ -406,7 +406,7 @@ def main() -> None:
     rss = {"fp32": child_rss("fp32", None), "bf16": child_rss("bf16", None)}
     for name, d in artifacts.items():
         rss[name] = child_rss("packed", str(Path(d) / COMPRESSED_FILE))
-    from openafm.compress.artifact import load_compressed
+    from openafm.checkpoint.compressed import load_compressed
     models = {"fp32": base, "bf16": copy.deepcopy(base).to(torch.bfloat16)}
     for name, d in artifacts.items():
         models[name] = load_compressed(Path(d) / COMPRESSED_FILE)

@@ -45,8 +45,8 @@ def quick_recipe(data: dict) -> dict:
 def main() -> None:
     import argparse
 
-    from openafm.train.recipe import recipe_from_dict
-    from openafm.train.recipe_run import run_recipe, stage_table
+    from openafm.pipelines.recipe import recipe_from_dict
+    from openafm.pipelines.run import run_recipe, stage_table
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print one JSON object (and nothing else) to stdout")
     p.add_argument("--recipe", default=str(RECIPE), help="recipe YAML (default recipes/ondevice-tiny.yaml)")

@@ -49,7 +49,7 @@ def rss_bytes() -> int:
 
 
 def rtn_quantized(model, bits: int, embed_bits: int) -> dict:
-    from openafm.compress.packed_model import QuantizedCodes
+    from openafm.nn.packed_model import QuantizedCodes
     out = {}
     for name, p in model.named_parameters():
         if p.ndim != 2:
@@ -69,14 +69,14 @@ def load_format(fmt: str, artifact: str | None):
     import openafm
     if fmt in ("fp32", "bf16"):
         return openafm.load("smollm2-135m-instruct", dtype="float32" if fmt == "fp32" else "bfloat16").model
-    from openafm.compress.artifact import load_compressed
+    from openafm.checkpoint.compressed import load_compressed
     return load_compressed(artifact)
 
 
 def weight_bytes_per_token(model) -> int:
     """Bytes of weights one decode step reads: every matrix once (a tied head reads the whole embedding,
     a lookup one row), packed codes plus their scales and zeros, and the norm vectors."""
-    from openafm.compress.packed_linear import PackedEmbedding, PackedLinear
+    from openafm.nn.packed_linear import PackedEmbedding, PackedLinear
     total = 0
     for name, m in model.named_modules():
         if isinstance(m, PackedLinear):
@@ -154,7 +154,7 @@ def main() -> None:
         rss_child_main(args.rss_child[0], args.rss_child[1] if len(args.rss_child) > 1 else None)
         return
     import openafm
-    from openafm.compress.artifact import save_compressed
+    from openafm.checkpoint.compressed import save_compressed
     from openafm.eval.texts import english_text
     from openafm.runtime.kv_cache import KVStorage
     threads = torch.get_num_threads()

@@ -25,7 +25,7 @@ from openafm.data.batch import IGNORE_INDEX, Batch
 from openafm.data.loader import LoaderConfig, PackedLoader
 from openafm.data.mixture import MixtureConfig
 from openafm.data.shards import TokenShard, write_shard
-from openafm.data.tokenize_shards import load_tokenizer
+from openafm.checkpoint.load import load_tokenizer
 from openafm.eval.texts import debian_reference_sections
 
 

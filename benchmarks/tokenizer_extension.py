@@ -27,8 +27,7 @@ from _common import emit, log  # noqa: E402
 
 import argparse  # noqa: E402
 
-from openafm.checkpoint.gguf import read_gguf  # noqa: E402
-from openafm.checkpoint.packaged import default_gguf_path  # noqa: E402
+from openafm.checkpoint.packaged import packaged_tokenizer  # noqa: E402
 from openafm.data.sources.udhr import Unit, udhr_documents  # noqa: E402
 from openafm.eval.texts import english_text  # noqa: E402
 from openafm.tokenizer import Tokenizer  # noqa: E402
@@ -69,7 +68,7 @@ def main() -> None:
     en_train, en_held = english_text("train"), english_text("heldout")
     en_held_paragraphs = [p for p in en_held.split("\n\n") if p.strip()]
 
-    base = Tokenizer.from_gguf_metadata(read_gguf(default_gguf_path()).metadata)
+    base = packaged_tokenizer()
     log(f"extending {base.source} ({base.vocab_size} tokens) by {args.add} on {len(udhr_train)} UDHR articles ...")
     t = time.perf_counter()
     ext = extend_tokenizer(base, udhr_train, ExtendConfig(add=args.add, min_frequency=args.min_frequency))

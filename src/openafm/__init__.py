@@ -3,6 +3,29 @@
     import openafm
     lm = openafm.load("smollm2-135m-instruct")
     print(lm.chat("Name three colours.", max_tokens=32))
+
+The spine, each layer importing only those before it (tests/layering.py keeps it so):
+
+    errors.py      the typed errors every layer raises (each names the bad value)
+    config.py      configs are data: dataclass <-> dict <-> flat golden dump
+    nn/            building blocks: norm, rope, attention kinds, the KV contract, MLP, MoE, LoRA, packed low-bit layers
+    tokenizer/     byte-level BPE from GGUF or tokenizer.json, chat templates, streaming decode, training, extension
+    models/        a model is a plan: the on-device decoder, PT-MoE, presets, upcycling
+    checkpoint/    every way a model comes from disk (GGUF, HF, native, compressed) and the one loader over them
+    runtime/       KV caches, sampling, generation, constrained decoding, LanguageModel (text in, text out)
+    fm/            the Foundation Models framework with apple_fm_sdk's names
+    api.py         the front door: openafm.load
+    cli.py         the `openafm` command line
+    commands/      the CLI subcommands for the packages beside the spine
+
+Beside the spine, importing from it and never imported by it:
+
+    data/          corpus sources, the curation pipeline, token shards, mixtures, loaders
+    train/         the one trainer: loop, objectives, hooks, checkpoints
+    compress/      what makes compressed models: QAT, RTN, group quantization, ASTC, SVD pull-out, recovery
+    eval/          evaluation: perplexity and task scores
+    distributed/   track parallelism and the tensor-parallel baseline on torch.distributed
+    pipelines/     the recipe runner: named pipelines of stages over the packages above
 """
 
 from openafm.api import LanguageModel, available_models, load

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
+import json
 import sys
 import time
+from collections import Counter
 
+import openafm.fm as fm
+from openafm.api import DEFAULT_MODEL, PACKAGED, load
+from openafm.checkpoint.native import save_checkpoint
+from openafm.config import dump_flat
 from openafm.errors import OpenAFMError
-
-DEFAULT_MODEL = "smollm2-135m-instruct"
+from openafm.models.build import build_model
+from openafm.models.presets import CONFIG_ONLY, PRESETS, get_preset
+from openafm.models.upcycle import upcycle_config, upcycle_state_dict
+from openafm.runtime.generate import GenerationStats
+from openafm.runtime.kv_cache import KVStorage
 
 # Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
 COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
@@ -126,9 +136,8 @@ def _sampling(args) -> dict:
 
 
 def _load(name: str, dtype: str = "float32"):
-    import openafm
     t = time.perf_counter()
-    lm = openafm.load(name, dtype=dtype)
+    lm = load(name, dtype=dtype)
     return lm, time.perf_counter() - t
 
 
@@ -138,8 +147,6 @@ def _print_token(event) -> None:
 
 
 def _cmd_generate(args) -> int:
-    from openafm.runtime.generate import GenerationStats
-    from openafm.runtime.kv_cache import KVStorage
     lm, load_s = _load(args.model, args.dtype)
     prompt = " ".join(args.prompt)
     if args.chat:
@@ -179,10 +186,7 @@ def _cmd_chat(args) -> int:
 
 
 def _cmd_respond(args) -> int:
-    import asyncio
-    import json
 
-    import openafm.fm as fm
     schema = None
     if args.schema:
         try:
@@ -218,8 +222,6 @@ def _cmd_respond(args) -> int:
 
 
 def _cmd_upcycle(args) -> int:
-    from openafm.checkpoint.native import save_checkpoint
-    from openafm.models.upcycle import upcycle_config, upcycle_state_dict
     lm, _ = _load(args.dense)
     config = upcycle_config(lm.config, n_experts=args.experts, every=args.every, top_k=args.top_k)
     state = upcycle_state_dict({k: v.float() for k, v in lm.model.state_dict().items()}, config, seed=args.seed)
@@ -234,8 +236,6 @@ def _cmd_upcycle(args) -> int:
 
 
 def _cmd_models(args) -> int:
-    from openafm.api import PACKAGED
-    from openafm.models.presets import CONFIG_ONLY, PRESETS, get_preset
     if args.describe:
         return _describe(args.describe)
     print(f"{'name':26s} {'kind':12s} {'params':>9s}  plan")
@@ -247,9 +247,6 @@ def _cmd_models(args) -> int:
 
 
 def _describe(name: str) -> int:
-    from openafm.config import dump_flat
-    from openafm.models.build import build_model
-    from openafm.models.presets import get_preset
     config = get_preset(name)
     plan = build_model(config, device="meta").kv_plan
     print(dump_flat(config), end="")
@@ -263,7 +260,6 @@ def _describe(name: str) -> int:
 
 
 def _plan_summary(config) -> str:
-    from collections import Counter
     prefix = ""
     if hasattr(config, "n_tracks"):
         prefix = (f"{config.n_tracks} tracks x {config.track.n_layers} layers, {config.n_blocks} blocks of "
@@ -293,7 +289,6 @@ def _stats_line(stats, load_s: float | None = None) -> str:
 
 
 def _cmd_demo(args) -> int:
-    from openafm.runtime.generate import GenerationStats
     print(f"== Loading {args.model}")
     lm, load_s = _load(args.model)
     cfg = lm.model.kv_plan
@@ -325,9 +320,7 @@ def _cmd_demo(args) -> int:
 
 def _demo_framework(model_name: str) -> None:
     """The Foundation Models API on the same model: a typed object, a streamed partial object, a tool call."""
-    import asyncio
 
-    import openafm.fm as fm
 
     @fm.generable("A fictional person")
     class Person:

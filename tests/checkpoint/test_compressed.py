@@ -4,9 +4,9 @@ from packed_codes import rtn_codes
 from tiny import make_tiny
 
 from openafm.checkpoint.fingerprint import weights_fingerprint
-from openafm.compress.artifact import load_compressed, read_metadata, save_compressed
-from openafm.compress.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
-from openafm.compress.packed_model import QuantizedCodes, pack_model
+from openafm.checkpoint.compressed import load_compressed, read_metadata, save_compressed
+from openafm.nn.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
+from openafm.nn.packed_model import QuantizedCodes, pack_model
 from openafm.errors import CheckpointError
 from openafm.runtime.generate import generate_tokens
 

@@ -132,8 +132,8 @@ def test_packed_output_runs_from_packed_weights_and_records_the_base(tmp_path):
     """OUT/packed/: a real compressed checkpoint of the QAT weights — 2-bit planes at 1/8 of fp16, run by
     openafm.load from the packed codes with the baked model's logits, and tied to the model QAT started from."""
     from openafm.checkpoint.fingerprint import weights_fingerprint
-    from openafm.compress.artifact import COMPRESSED_FILE, load_compressed, read_metadata
-    from openafm.compress.packed_linear import PackedLinear
+    from openafm.checkpoint.compressed import COMPRESSED_FILE, load_compressed, read_metadata
+    from openafm.nn.packed_linear import PackedLinear
     from openafm.errors import CheckpointError
     start = small_logit_model()
     base_hash = weights_fingerprint(start)

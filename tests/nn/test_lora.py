@@ -72,8 +72,8 @@ def test_bad_rank_and_no_targets_raise():
 
 def test_lora_on_a_packed_layer_adds_the_same_update_and_refuses_to_merge():
     """A recovery adapter runs unmerged beside a packed low-bit layer: output = packed(x) + scale · B A x."""
-    from openafm.compress.pack import pack
-    from openafm.compress.packed_linear import PackedKernel, PackedLinear
+    from openafm.nn.pack import pack
+    from openafm.nn.packed_linear import PackedKernel, PackedLinear
     g = torch.Generator().manual_seed(0)
     codes = torch.randint(0, 4, (12, 20), generator=g, dtype=torch.uint8)
     p = pack(codes, 2)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from openafm.compress.pack import GROUP, PackedCodes, pack, packed_bytes, unpack
+from openafm.nn.pack import GROUP, PackedCodes, pack, packed_bytes, unpack
 
 
 @pytest.mark.parametrize("bits", [2, 4, 8])

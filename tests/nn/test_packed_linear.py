@@ -3,8 +3,8 @@ import torch
 
 from packed_codes import rtn_codes
 
-from openafm.compress.pack import GROUP
-from openafm.compress.packed_linear import KERNEL_MAX_ROWS, PackedEmbedding, PackedKernel, PackedLinear
+from openafm.nn.pack import GROUP
+from openafm.nn.packed_linear import KERNEL_MAX_ROWS, PackedEmbedding, PackedKernel, PackedLinear
 
 
 def int8_blocks(x: torch.Tensor) -> torch.Tensor:

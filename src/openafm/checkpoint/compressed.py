@@ -27,11 +27,11 @@ from torch import nn
 from openafm.checkpoint.atomic import save_safetensors_atomic
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.tagged import read_tagged_metadata
-from openafm.compress.pack import pack
-from openafm.compress.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
-from openafm.compress.packed_model import as_codes, module_path, packed_module, set_module
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model, config_from_dict, model_kind
+from openafm.nn.pack import pack
+from openafm.nn.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
+from openafm.nn.packed_model import as_codes, module_path, packed_module, set_module
 
 FORMAT = "openafm-compressed"
 FORMAT_VERSION = 1

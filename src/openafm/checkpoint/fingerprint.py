@@ -5,7 +5,7 @@ the same fingerprint exactly when their weights are bit-identical (same names, d
 Hashing 135M fp32 weights takes ~1 s, so the result is cached on the module until its weights change
 version (`torch.Tensor._version` counts in-place writes).
 
-A model running from packed low-bit layers (compress.packed_linear) is hashed by the weights it computes
+A model running from packed low-bit layers (nn.packed_linear) is hashed by the weights it computes
 with: each packed layer enters as `<layer>.weight` = its dequantized float32 matrix (a PackedEmbedding as
 `<embedding>.weight`), not as its packed buffers. A packed checkpoint and the plain "baked" model holding
 the same dequantized values therefore share a fingerprint, so an adapter trained on one attaches to the other.
@@ -18,10 +18,11 @@ import hashlib
 import torch
 from torch import nn
 
+from openafm.nn.packed_linear import PackedEmbedding, PackedLinear
+
 
 def _logical_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The state dict with every packed layer's buffers replaced by its dequantized weight."""
-    from openafm.compress.packed_linear import PackedEmbedding, PackedLinear
     state = model.state_dict()
     modules = dict(model.named_modules())
     for path, m in modules.items():

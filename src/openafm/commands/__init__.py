@@ -1,5 +1,11 @@
 """CLI subcommands that live beside the spine; each module exposes ``register(subparsers)``.
 
-They are listed in ``openafm.cli.COMMAND_MODULES``. A module imports its heavy dependencies inside the
-command function, so ``openafm --help`` stays fast.
+They are listed in ``openafm.cli.COMMAND_MODULES``.
+
+    data.py       `openafm data build`: the corpus curation pipeline (report §3.1) into JSONL shards
+    shards.py     `openafm data tokenize`: JSONL Documents -> memory-mapped token shards per domain and language
+    tokenizer.py  `openafm tokenizer train|extend`: train a byte-level BPE, or extend one with new tokens
+    train.py      `openafm train CONFIG.yaml [--resume]` and `openafm plot RUN_DIR`
+    pipeline.py   `openafm pipeline RECIPE.yaml`: run a training recipe's stages in order (report §4.3)
+    qat.py        `openafm qat MODEL OUT` (2-bit QAT) and `openafm recover BASE OUT.safetensors` (LoRA recovery)
 """

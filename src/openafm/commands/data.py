@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import time
+
+from openafm.data.pipeline.build import DEFAULT_LIMIT, BuildConfig, build
+from openafm.data.sources import SOURCES
 
 
 def register(sub) -> None:
-    from openafm.data.pipeline.build import DEFAULT_LIMIT
-    from openafm.data.sources import SOURCES
 
     data = sub.add_parser("data", help="build the curated pre-training corpus (sources -> pipeline -> shards)",
                           description="Data curation (report §3.1).")
@@ -34,10 +36,7 @@ def register(sub) -> None:
 
 
 def _cmd_build(args) -> int:
-    import time
 
-    from openafm.data.pipeline.build import BuildConfig, build
-    from openafm.data.sources import SOURCES
     t = time.perf_counter()
     config = BuildConfig(out=args.out, sources=args.sources or sorted(SOURCES), shard_size=args.shard_size,
                          limit_per_source=args.limit_per_source or None)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-EPILOG = """stage kinds: corpus, tokenizer, shards, train, upcycle, distill, eval (see openafm.train.recipe).
+from openafm.pipelines.recipe import load_recipe
+from openafm.pipelines.run import run_recipe, stage_table
+
+EPILOG = """stage kinds: corpus, tokenizer, shards, train, upcycle, distill, eval (see openafm.pipelines.recipe).
 example: openafm pipeline recipes/ondevice-tiny.yaml
          (dense pretrain -> upcycle -> MoE teacher on the high-quality subset -> KD and plain-LM continuations
           -> held-out eval -> continued pretraining with the multilingual curriculum -> context lengthening)
@@ -25,8 +28,6 @@ def register(sub) -> None:
 
 
 def _cmd_pipeline(args) -> int:
-    from openafm.train.recipe import load_recipe
-    from openafm.train.recipe_run import run_recipe, stage_table
     recipe = load_recipe(args.recipe, run_dir=args.run_dir)
     if args.check:
         print(f"{args.recipe}: {len(recipe.stages)} stages OK: " + ", ".join(f"{s.name} ({s.kind.value})"

@@ -4,6 +4,16 @@ quality recovery on the compressed base)."""
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+
+from openafm.checkpoint.load import load_model
+from openafm.compress.qat import QATSpec
+from openafm.compress.qat_train import build_qat_trainer, save_qat_outputs
+from openafm.compress.recovery import build_recovery_trainer, save_recovery_adapter
+from openafm.eval.texts import english_text
+from openafm.train.config import TrainConfig
+from openafm.train.token_loader import TokenArrayLoader
 
 QAT_EPILOG = """writes:
   OUT/model/                  native checkpoint of the QAT model, fake-quant baked in (EMA weights unless
@@ -75,7 +85,6 @@ def _none_or(value: str, kind):
 
 
 def train_config(args, *, model: str, teacher: str, run_dir: str, lr: float, weight_decay: float):
-    from openafm.train.config import TrainConfig
     return TrainConfig.from_dict(dict(
         model=model, run_dir=run_dir, steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
         seed=args.seed, device=args.device, init="keep",
@@ -87,34 +96,24 @@ def train_config(args, *, model: str, teacher: str, run_dir: str, lr: float, wei
 
 def text_loader(args, config, tokenizer_model: str):
     """A TokenArrayLoader over --data tokenized with `tokenizer_model`'s tokenizer."""
-    from pathlib import Path
-
-    import openafm
-    from openafm.eval.texts import english_text
-    from openafm.train.token_loader import TokenArrayLoader
     if args.data == "english-train":
         text = english_text("train")
     elif Path(args.data).is_file():
         text = Path(args.data).read_text(encoding="utf-8")
     else:
         raise ValueError(f"--data {args.data!r} is neither 'english-train' nor a text file")
-    lm = openafm.load(tokenizer_model)
+    lm = load_model(tokenizer_model)
     if lm.tokenizer is None:
         raise ValueError(f"model {tokenizer_model!r} has no tokenizer to tokenize --data with")
-    return TokenArrayLoader(lm.encode(text), seq_len=config.seq_len, global_batch=config.batch_size, seed=config.seed)
+    return TokenArrayLoader(lm.tokenizer.encode(text), seq_len=config.seq_len, global_batch=config.batch_size, seed=config.seed)
 
 
 def _cmd_qat(args) -> int:
-    from pathlib import Path
-
-    import openafm
-    from openafm.compress.qat import QATSpec
-    from openafm.compress.qat_train import build_qat_trainer, save_qat_outputs
     spec = QATSpec(bits=args.bits, levels=args.levels, embed_bits=_none_or(args.embed_bits, int), kernel=args.kernel)
     out = Path(args.out)
     config = train_config(args, model=args.model, teacher=args.model, run_dir=str(out / "run"),
                           lr=args.lr or 1e-4, weight_decay=0.1)
-    lm = openafm.load(args.model, seed=args.seed)
+    lm = load_model(args.model, seed=args.seed)
     loader = text_loader(args, config, args.model)
     trainer = build_qat_trainer(config, spec=spec, ema_decay=_none_or(args.ema_decay, float), loader=loader,
                                 model=lm.model)
@@ -129,10 +128,7 @@ def _cmd_qat(args) -> int:
 
 
 def _cmd_recover(args) -> int:
-    import json
-    from pathlib import Path
 
-    from openafm.compress.recovery import build_recovery_trainer, save_recovery_adapter
     base = Path(args.base)
     teacher = args.teacher
     if teacher is None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from openafm.checkpoint.load import load_tokenizer
+from openafm.data.tokenize_shards import tokenize_dir
+
 
 def register(sub) -> None:
     data = _data_group(sub)
@@ -38,7 +41,6 @@ def _data_group(sub):
 
 
 def _cmd_tokenize(args) -> int:
-    from openafm.data.tokenize_shards import load_tokenizer, tokenize_dir
     tokenizer = load_tokenizer(args.tokenizer)
     summaries = tokenize_dir(args.in_dir, args.out, tokenizer, max_tokens_per_shard=args.max_tokens_per_shard,
                              overwrite=args.overwrite)

@@ -8,6 +8,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from openafm.checkpoint.load import load_tokenizer
+from openafm.data.sources.udhr import Unit, udhr_documents
+from openafm.tokenizer.extend import EXTENSION_FILE, ExtendConfig, extend_tokenizer
+from openafm.tokenizer.train import BPETrainConfig, train_bpe
+
 
 def register(sub) -> None:
     tok = sub.add_parser("tokenizer", help="train or extend a byte-level BPE tokenizer (report §4.1)",
@@ -71,7 +76,6 @@ def _texts(args) -> Iterator[str]:
         if paragraph:
             yield "".join(paragraph)
     if args.udhr_articles:
-        from openafm.data.sources.udhr import Unit, udhr_documents
         lo, _, hi = args.udhr_articles.partition("-")
         if not (lo.isdigit() and (hi or lo).isdigit()):
             raise ValueError(f"--udhr-articles {args.udhr_articles!r}: expected A-B, e.g. 0-20")
@@ -79,25 +83,7 @@ def _texts(args) -> Iterator[str]:
             yield doc.text
 
 
-def load_base(name: str):
-    """A tokenizer from a packaged model name, a .gguf file or a directory with tokenizer.json."""
-    from openafm.checkpoint.gguf import read_gguf
-    from openafm.tokenizer import Tokenizer
-    path = Path(name)
-    if path.is_dir():
-        return Tokenizer.from_files(path)
-    if path.suffix == ".gguf" and path.is_file():
-        return Tokenizer.from_gguf_metadata(read_gguf(path).metadata)
-    from openafm.api import PACKAGED
-    if name in PACKAGED:
-        from openafm.checkpoint.packaged import default_gguf_path
-        return Tokenizer.from_gguf_metadata(read_gguf(default_gguf_path()).metadata)
-    raise ValueError(f"base {name!r} is not a directory with tokenizer.json, a .gguf file or a packaged model "
-                     f"({', '.join(sorted(PACKAGED))})")
-
-
 def _cmd_train(args) -> int:
-    from openafm.tokenizer.train import BPETrainConfig, train_bpe
     specials = args.special or ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     config = BPETrainConfig(vocab_size=args.vocab_size, min_frequency=args.min_frequency, special_tokens=specials,
                             pre_tokenizer=args.pre_tokenizer, bos_token=specials[0], eos_token=specials[0])
@@ -108,8 +94,7 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_extend(args) -> int:
-    from openafm.tokenizer.extend import EXTENSION_FILE, ExtendConfig, extend_tokenizer
-    base = load_base(args.base)
+    base = load_tokenizer(args.base)
     ext = extend_tokenizer(base, _texts(args), ExtendConfig(add=args.add, min_frequency=args.min_frequency))
     ext.tokenizer.save(args.out)
     record = {"base": base.source, **ext.to_json()}

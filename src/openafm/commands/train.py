@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from openafm.train.config import load_train_config
+from openafm.train.loop import Trainer
+from openafm.train.plot import plot_run
+
 EXAMPLE = """example CONFIG.yaml:
   model: afm-ondevice-tiny          # preset name or checkpoint path
   run_dir: runs/tiny
@@ -38,8 +42,6 @@ def register(sub) -> None:
 
 
 def _cmd_train(args) -> int:
-    from openafm.train.config import load_train_config
-    from openafm.train.loop import Trainer
     config = load_train_config(args.config)
     trainer = Trainer(config)
     records = trainer.run(resume=args.resume)
@@ -51,7 +53,6 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from openafm.train.plot import plot_run
     out = plot_run(args.run_dir, args.out)
     print(f"wrote {out}")
     return 0

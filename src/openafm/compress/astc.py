@@ -38,6 +38,9 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
+
+from openafm.compress.svd_pullout import pull_out
 
 LEGAL_BLOCKS_2D: tuple[tuple[int, int], ...] = (
     (4, 4), (5, 4), (5, 5), (6, 5), (6, 6), (8, 5), (8, 6), (8, 8),
@@ -369,13 +372,11 @@ def astc_compress_model(model: nn.Module, profile: Profile | str = Profile.HDR, 
                         include: Callable[[str], bool] | None = None, progress: bool = True) -> list[CompressedLinear]:
     """Compress every linear weight (with an SVD pull-out of ``rank`` when > 0) and write the reconstruction
     W~ = B A + decode(R) back into the model in place. Returns one record per matrix."""
-    from openafm.compress.svd_pullout import pull_out
 
     modules = list(linear_modules(model, include))
     if not modules:
         raise ValueError("no nn.Linear modules matched; nothing to compress")
     if progress:
-        from tqdm import tqdm
         modules = tqdm(modules, desc=f"astc {Profile(profile).value} {block_name(parse_block(block))} r={rank}",
                        unit="matrix")
     records = []

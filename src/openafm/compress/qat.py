@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 from openafm.compress.clip_init import ClipInit, init_factor
-from openafm.compress.fake_quant import FakeQuantize, FQKernel, Granularity, GradScale, ScaleGradient
+from openafm.compress.fake_quant import FakeQuantize, FQKernel, GradScale, Granularity, ScaleGradient
 from openafm.compress.levels import Levels, check_bits, level_set
 from openafm.compress.quantized import QuantizedWeight
 from openafm.compress.targets import Role, quant_targets

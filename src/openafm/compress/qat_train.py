@@ -24,12 +24,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from openafm.checkpoint.compressed import save_compressed_checkpoint
+from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.checkpoint.load import build_with_weights, load_model
+from openafm.checkpoint.native import save_checkpoint
 from openafm.compress.ema import EMA
 from openafm.compress.qat import QATSpec, export_model, prepare_qat, qat_param_groups, qat_parametrizations
 from openafm.compress.quantized_io import save_quantized
 from openafm.errors import ConfigError
 from openafm.train.config import ObjectiveKind, TrainConfig
 from openafm.train.hooks import TrainHooks
+from openafm.train.kd import KDKind, KDObjective
+from openafm.train.loop import Trainer
 
 MODEL_DIR, QUANTIZED_FILE, PACKED_DIR = "model", "quantized.safetensors", "packed"
 
@@ -84,15 +90,12 @@ def build_qat_trainer(config: TrainConfig, *, spec: QATSpec, ema_decay: float | 
                       hooks: list[TrainHooks] | None = None, model: nn.Module | None = None):
     """A Trainer that QATs config.model (an fp32 model, loaded unless `model` is given) distilled from an
     unquantized copy of itself. config.objective must be kd (its teacher: the same model)."""
-    import openafm
-    from openafm.train.kd import KDKind, KDObjective
-    from openafm.train.loop import Trainer
     o = config.objective
     if o.kind is not ObjectiveKind.KD or o.teacher != config.model:
         raise ConfigError(f"QAT distils from the unquantized model: objective.kind must be kd with teacher "
                           f"{config.model!r}, got kind={o.kind.value} teacher={o.teacher!r}")
     if model is None:
-        model = openafm.load(config.model, seed=config.seed).model
+        model = load_model(config.model, seed=config.seed).model
     model = model.float().requires_grad_(True)
     teacher = copy.deepcopy(model).to(config.device).requires_grad_(False)
     objective = KDObjective(teacher, kind=KDKind(o.kd_kind), top_k=o.top_k, temperature=o.temperature,
@@ -119,14 +122,10 @@ def baked_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 def save_qat_outputs(trainer, out_dir: str | Path, *, tokenizer=None, info: dict | None = None) -> dict[str, Path]:
     """Write, from the eval weights (EMA if any): OUT/model/ — a native checkpoint of the baked model
     (openafm.load reads it), OUT/quantized.safetensors — export_model's QuantizedWeights (quantized_io), and
-    OUT/packed/ — a compressed checkpoint (compress.artifact: four 2-bit codes per byte, two 4-bit codes
+    OUT/packed/ — a compressed checkpoint (checkpoint.compressed: four 2-bit codes per byte, two 4-bit codes
     per byte) that openafm.load runs from the packed weights, its base hash that of the model QAT started
     from. A model with MoE expert stacks gets no packed/ (the packed runtime has Linear and Embedding
     layers only); the returned dict then has no "packed"."""
-    from openafm.api import build_with_weights
-    from openafm.checkpoint.fingerprint import weights_fingerprint
-    from openafm.checkpoint.native import save_checkpoint
-    from openafm.compress.artifact import save_compressed_checkpoint
     out = Path(out_dir)
     info = {"source_model": trainer.config.model, "steps": trainer.step, **(info or {})}
     with trainer.eval_model() as model:

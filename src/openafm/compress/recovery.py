@@ -15,12 +15,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from torch import nn
 
+from openafm.checkpoint.adapter import save_adapter
+from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.checkpoint.load import load_model
 from openafm.errors import ConfigError
-from openafm.nn.lora import DEFAULT_TARGETS, apply_lora
+from openafm.nn.lora import DEFAULT_TARGETS, apply_lora, lora_layers
 from openafm.train.config import ObjectiveKind, TrainConfig
 from openafm.train.hooks import TrainHooks
+from openafm.train.kd import KDKind, KDObjective
+from openafm.train.loop import Trainer
+from openafm.train.parallel import unwrap
 
 
 class LoRAHooks(TrainHooks):
@@ -37,8 +44,6 @@ class LoRAHooks(TrainHooks):
         self.wrapped: list[str] = []
 
     def prepare_model(self, model: nn.Module) -> nn.Module:
-        import torch
-        from openafm.nn.lora import lora_layers
         self.wrapped = apply_lora(model, rank=self.rank, alpha=self.alpha, targets=self.targets)
         layers = lora_layers(model)
         unknown = sorted(set(self.init_factors) - set(layers))
@@ -64,19 +69,15 @@ def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | Non
                            init_factors: dict | None = None):
     """-> (Trainer, the base's weights fingerprint before LoRA). config.model is the compressed base
     (loaded unless `base` is given); config.objective must be kd from the unquantized teacher."""
-    import openafm
-    from openafm.checkpoint.fingerprint import weights_fingerprint
-    from openafm.train.kd import KDKind, KDObjective
-    from openafm.train.loop import Trainer
     o = config.objective
     if o.kind is not ObjectiveKind.KD or not o.teacher or o.teacher == config.model:
         raise ConfigError(f"recovery distils the compressed base {config.model!r} from the unquantized model: "
                           f"objective.kind must be kd with another teacher, got kind={o.kind.value} "
                           f"teacher={o.teacher!r}")
     if base is None:
-        base = openafm.load(config.model, seed=config.seed).model
+        base = load_model(config.model, seed=config.seed).model
     fingerprint = weights_fingerprint(base)
-    teacher = openafm.load(o.teacher, seed=config.seed).model.to(config.device)
+    teacher = load_model(o.teacher, seed=config.seed).model.to(config.device)
     objective = KDObjective(teacher, kind=KDKind(o.kd_kind), top_k=o.top_k, temperature=o.temperature,
                             kd_weight=o.kd_weight)
     trainer = Trainer(config, model=base, objective=objective, loader=loader,
@@ -86,7 +87,5 @@ def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | Non
 
 def save_recovery_adapter(trainer, path: str | Path, base_fingerprint: str) -> Path:
     """Write the trained LoRA factors as an adapter file for the compressed base (checkpoint/adapter.py)."""
-    from openafm.checkpoint.adapter import save_adapter
-    from openafm.train.parallel import unwrap
     with trainer.eval_model() as model:
         return save_adapter(path, unwrap(model), base_name=trainer.config.model, base_fingerprint=base_fingerprint)

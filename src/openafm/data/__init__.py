@@ -1,1 +1,12 @@
-"""Data: corpus sources, the curation pipeline, mixtures, token shards and loaders (report §3)."""
+"""Data: corpus sources, the curation pipeline, mixtures, token shards and loaders (report §3).
+
+    sources/            corpus readers, each yielding Documents with their origin and licence
+    pipeline/           the curation pipeline: extract, language id, dedup, heuristics, quality model, PII, profanity
+    document.py         Document: the unit every data stage passes along, with where it came from
+    jsonl.py            JSON Lines I/O between pipeline stages (a bad line is an error naming file and line)
+    tokenize_shards.py  JSONL documents -> token shards, one group of shards per domain and language
+    shards.py           token shards: tokenized documents as memory-mapped arrays, written atomically
+    mixture.py          the pretraining mixture: domain weights, temperature sampling of languages, a curriculum
+    loader.py           PackedLoader: a deterministic, resumable loader of packed rows over shards and a mixture
+    batch.py            Batch: one training batch of packed rows (what the loader yields, the trainer consumes)
+"""

@@ -27,7 +27,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
+from openafm.data.document import Document
 from openafm.errors import OpenAFMError
 
 FORMAT = "openafm-token-shard/1"
@@ -173,7 +175,6 @@ def write_shard(path: str | os.PathLike, documents: Iterable, tokenizer, *, doma
     `tokenizer` is an `openafm.tokenizer.Tokenizer` (e.g. `openafm.load(...).tokenizer`); it must have an
     EOS token. A Document's domain / language must agree with `domain` / `lang` where those are given.
     """
-    from openafm.data.document import Document
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ShardError(f"{path}: the tokenizer {tokenizer!r} has no EOS token; shards need one between documents")
@@ -216,7 +217,6 @@ def _write_chunk(writer: ShardWriter, tokenizer, texts: list[str], bar) -> None:
 def _progress(enabled: bool, desc: str):
     if not enabled:
         return None
-    from tqdm import tqdm
     return tqdm(desc=desc, unit="doc")
 
 

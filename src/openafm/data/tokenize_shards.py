@@ -13,6 +13,8 @@ import json
 import os
 from pathlib import Path
 
+from tqdm import tqdm
+
 from openafm.data.document import Document
 from openafm.data.shards import ShardError, ShardHeader, ShardWriter
 
@@ -89,7 +91,6 @@ def tokenize_dir(in_dir: str | os.PathLike, out_dir: str | os.PathLike, tokenize
     groups: dict[tuple[str, str | None], _GroupWriter] = {}
     bar = None
     if progress:
-        from tqdm import tqdm
         bar = tqdm(desc="tokenize", unit="doc")
     try:
         for domain, path in files:
@@ -97,7 +98,7 @@ def tokenize_dir(in_dir: str | os.PathLike, out_dir: str | os.PathLike, tokenize
                 for line_no, line in enumerate(f, 1):
                     if not line.strip():
                         continue
-                    doc = _parse(line, path, line_no)
+                    doc = parse_document_line(line, path, line_no)
                     if doc.domain != domain:
                         raise ShardError(f"{path}:{line_no}: document {doc.id!r} has domain {doc.domain!r} but sits "
                                          f"in the {domain!r} directory")
@@ -131,7 +132,8 @@ def _input_files(in_dir: Path) -> list[tuple[str, Path]]:
     return files
 
 
-def _parse(line: str, path: Path, line_no: int) -> Document:
+def parse_document_line(line: str, path: Path, line_no: int) -> Document:
+    """One JSONL line of a curated corpus -> its Document; anything else raises ShardError naming path:line."""
     try:
         data = json.loads(line)
     except json.JSONDecodeError as e:
@@ -142,18 +144,3 @@ def _parse(line: str, path: Path, line_no: int) -> Document:
         return Document.from_json(data)
     except (TypeError, ValueError) as e:
         raise ShardError(f"{path}:{line_no}: not a Document ({e})") from None
-
-
-def load_tokenizer(spec: str):
-    """"default" (the default model's tokenizer), a .gguf file, or a directory holding tokenizer.json."""
-    from openafm.checkpoint.gguf import read_gguf
-    from openafm.tokenizer import Tokenizer
-    if spec == "default":
-        from openafm.checkpoint.packaged import default_gguf_path
-        return Tokenizer.from_gguf_metadata(read_gguf(default_gguf_path()).metadata)
-    path = Path(spec)
-    if path.is_file() and path.suffix == ".gguf":
-        return Tokenizer.from_gguf_metadata(read_gguf(path).metadata)
-    if path.is_dir():
-        return Tokenizer.from_files(path)
-    raise ShardError(f"--tokenizer {spec!r}: expected 'default', a .gguf file or a directory with tokenizer.json")

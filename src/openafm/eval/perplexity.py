@@ -14,6 +14,7 @@ from typing import Sequence
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,6 @@ def perplexity(model: torch.nn.Module, token_ids: Sequence[int] | torch.Tensor, 
     nll_sum, counted = 0.0, 0
     starts = range(0, n_windows, batch_size)
     if progress:
-        from tqdm import tqdm
         starts = tqdm(starts, desc="perplexity", unit="batch")
     try:
         for i in starts:

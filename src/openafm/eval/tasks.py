@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 TASKS = ("arithmetic",)
 ARITHMETIC_SHOTS = ("Question: 12 + 7 = ?\nAnswer: 19\n\nQuestion: 50 - 8 = ?\nAnswer: 42\n\n"
@@ -99,7 +100,6 @@ def choice_logprobs(model: torch.nn.Module, tokenizer, item: MCItem) -> list[flo
 
 
 def mc_accuracy(model: torch.nn.Module, tokenizer, items: list[MCItem], *, progress: bool = False) -> MCResult:
-    from tqdm import tqdm
     correct = 0
     for item in tqdm(items, desc="task", disable=not progress, leave=False):
         scores = choice_logprobs(model, tokenizer, item)

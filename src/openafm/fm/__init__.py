@@ -1,10 +1,27 @@
 """openafm.fm: the Foundation Models framework with the names of Apple's ``apple_fm_sdk`` (0.2.x).
 
-Code written for the SDK runs after ``import openafm.fm as fm``. This module is a plain list of
-imports: the typed half (errors, guides, generable types, schemas, generated content) is here;
-the session, model and tool parts add their imports below.
+Code written for the SDK runs after ``import openafm.fm as fm``. ``__all__`` holds exactly the SDK's public
+names that openafm has (``SDK_NAMES``) plus openafm's documented extensions (``EXTENSIONS``); the SDK's prompt
+types (Prompt, PromptComponent, Attachment, ImageAttachment) are not here yet.
+
+Modules:
+
+    model.py       SystemLanguageModel and its enums: the model a session runs on (loaded by openafm.checkpoint.load)
+    session.py     LanguageModelSession: a conversation tied to a KV cache, respond / stream_response, tools
+    generable.py   @generable: a class -> a GenerationSchema and back
+    guide.py       guide() and GenerationGuide: per-field constraints (ranges, enums, regex, counts)
+    schema.py      GenerationSchema: a type or a raw JSON Schema, checked for what the decoder can enforce
+    content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
+    options.py     GenerationOptions, SamplingMode
+    tool.py        Tool, the tool-call grammar and the tools prompt
+    transcript.py  Transcript: a session's entries, to and from dictionaries
+    adapter.py     SystemLanguageModel.Adapter: a LoRA adapter file tied to its base weights
+    errors.py      the SDK's error types (and openafm's few additions)
+    guardrails/    the lexical safety filter behind SystemLanguageModelGuardrails
 """
 
+from openafm.fm.adapter import Adapter
+from openafm.fm.content import GeneratedContent, GenerationID, parse_partial_json
 from openafm.fm.errors import (
     AssetsUnavailableError,
     ConcurrentRequestsError,
@@ -26,16 +43,8 @@ from openafm.fm.errors import (
     UnsupportedGuideError,
     UnsupportedLanguageOrLocaleError,
 )
+from openafm.fm.generable import ConvertibleFromGeneratedContent, ConvertibleToGeneratedContent, Generable, generable
 from openafm.fm.guide import GenerationGuide, GuideType, guide
-from openafm.fm.schema import GenerationSchema, Property
-from openafm.fm.content import GeneratedContent, GenerationID, parse_partial_json
-from openafm.fm.generable import (
-    ConvertibleFromGeneratedContent,
-    ConvertibleToGeneratedContent,
-    Generable,
-    generable,
-)
-from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
 from openafm.fm.model import (
     SystemLanguageModel,
     SystemLanguageModelGuardrails,
@@ -43,7 +52,28 @@ from openafm.fm.model import (
     SystemLanguageModelUseCase,
     SystemLanguageModelVariant,
 )
-from openafm.fm.adapter import Adapter
-from openafm.fm.transcript import Transcript
-from openafm.fm.tool import Tool
+from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
+from openafm.fm.schema import GenerationSchema, Property
 from openafm.fm.session import LanguageModelSession
+from openafm.fm.tool import Tool
+from openafm.fm.transcript import Transcript
+
+SDK_NAMES = [
+    "SystemLanguageModel", "LanguageModelSession", "PromptError", "ImagePromptError", "Transcript",
+    "SystemLanguageModelUseCase", "SystemLanguageModelGuardrails", "SystemLanguageModelUnavailableReason",
+    "SystemLanguageModelVariant", "Tool", "FoundationModelsError", "GenerationError", "ExceededContextWindowSizeError",
+    "AssetsUnavailableError", "GuardrailViolationError", "UnsupportedGuideError", "UnsupportedLanguageOrLocaleError",
+    "InvalidGenerationSchemaError", "DecodingFailureError", "RateLimitedError", "ConcurrentRequestsError",
+    "RefusalError", "ToolCallError", "GenerationErrorCode", "generable", "guide", "GenerationSchema",
+    "GeneratedContent", "GenerationGuide", "GuideType", "GenerationOptions", "SamplingMode", "SamplingModeType",
+    "GenerationID", "ConvertibleFromGeneratedContent", "ConvertibleToGeneratedContent", "Generable",
+]
+EXTENSIONS = [
+    "Adapter",                  # also SystemLanguageModel.Adapter (Swift's name; the Python SDK has no adapters)
+    "ContentConversionError",   # a DecodingFailureError that is also a ValueError: content that does not fit a field
+    "GenerableDecoratorError",  # @generable applied to something it cannot make generable
+    "GuideValueError",          # a malformed guide value (the SDK raises a plain ValueError)
+    "Property",                 # one field of a GenerationSchema, for building schemas by hand
+    "parse_partial_json",       # the prefix-of-JSON parser behind streamed partial objects
+]
+__all__ = SDK_NAMES + EXTENSIONS

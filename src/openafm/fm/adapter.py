@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openafm.checkpoint.adapter import attach_adapter, read_adapter
 from openafm.errors import CheckpointError
 from openafm.fm.errors import AssetsUnavailableError
 
 
 class Adapter:
     def __init__(self, file_url: str | Path):
-        from openafm.checkpoint.adapter import read_adapter
         try:
             self._file = read_adapter(file_url)
         except CheckpointError as e:
@@ -42,7 +42,6 @@ class Adapter:
         return str(self._file.path.resolve()), self._file.base_fingerprint
 
     def attach(self, model):
-        from openafm.checkpoint.adapter import attach_adapter
         try:
             return attach_adapter(model, self._file)
         except CheckpointError as e:

@@ -17,12 +17,19 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import json
 import threading
 
+from openafm.checkpoint.load import load_model
+from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.errors import OpenAFMError
 from openafm.fm.adapter import Adapter
 from openafm.fm.errors import ConcurrentRequestsError
+from openafm.fm.schema import GenerationSchema
+from openafm.fm.tool import tools_prompt
+from openafm.fm.transcript import Transcript, entry_text
+from openafm.runtime.language_model import LanguageModel
 
-DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_MAX_CONCURRENT_REQUESTS = 4
 _LOADED: dict[tuple, object] = {}        # (model name, adapter key or None) -> LanguageModel
 _LOAD_LOCK = threading.Lock()
@@ -83,13 +90,11 @@ class SystemLanguageModel:
         with _LOAD_LOCK:
             base_key = (self.model_name, None)
             if base_key not in _LOADED:
-                import openafm
-                lm = openafm.load(self.model_name)
+                lm = LanguageModel.of(load_model(self.model_name))
                 if lm.tokenizer is None:
                     raise ValueError(f"model {self.model_name!r} has no tokenizer; a session needs one")
                 _LOADED[base_key] = lm
             if self._key not in _LOADED:
-                from openafm.api import LanguageModel
                 base = _LOADED[base_key]
                 _LOADED[self._key] = LanguageModel(self.adapter.attach(base.model), base.tokenizer,
                                                    name=f"{base.name}+adapter", source=str(self.adapter.file_url))
@@ -115,7 +120,6 @@ class SystemLanguageModel:
 
     def is_available(self) -> tuple[bool, SystemLanguageModelUnavailableReason | None]:
         """(True, None) when the backing model loads; (False, MODEL_NOT_READY) when its files are missing."""
-        from openafm.errors import OpenAFMError
         try:
             self.language_model()
         except (OpenAFMError, ValueError, ImportError) as e:
@@ -139,8 +143,6 @@ class SystemLanguageModel:
 
     async def token_count(self, value=None, *, instructions: str | None = None) -> int:
         """Tokens a prompt, instructions, a GenerationSchema, a Transcript or a list of Tools would use."""
-        from openafm.fm.schema import GenerationSchema
-        from openafm.fm.transcript import Transcript, entry_text
         if (value is None) == (instructions is None):
             raise ValueError("token_count() takes either a value or instructions, not both or neither")
         if instructions is not None:
@@ -148,12 +150,10 @@ class SystemLanguageModel:
         elif isinstance(value, str):
             text = value
         elif isinstance(value, GenerationSchema):
-            import json
             text = json.dumps(value.to_json_schema())
         elif isinstance(value, Transcript):
             text = "".join(entry_text(e) for e in value.entries)
         elif isinstance(value, list):
-            from openafm.fm.tool import tools_prompt
             text = tools_prompt(value)
         else:
             raise ValueError(f"token_count() cannot count a {type(value).__name__}")

@@ -20,12 +20,14 @@ from typing import Any, AsyncIterator
 from openafm.errors import ContextWindowExceededError
 from openafm.fm.content import GeneratedContent
 from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeError, GenerationError
+from openafm.fm.guardrails import Guardrails, enforce
 from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
 from openafm.fm.schema import GenerationSchema
-from openafm.fm.tool import (Tool, answer_grammar, parse_tool_calls, run_tool, tool_call_grammar, tool_spec,
-                             tools_prompt)
+from openafm.fm.tool import Tool, answer_grammar, parse_tool_calls, run_tool, tool_call_grammar, tool_spec, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content
+from openafm.runtime.constrained import GrammarConstraint
+from openafm.runtime.conversation import Conversation
 
 MAX_TOOL_ROUNDS = 4       # model turns that may call tools before it must answer
 
@@ -220,7 +222,6 @@ class LanguageModelSession:
     # --- helpers -------------------------------------------------------------------------------
     def _conv(self):
         if self._conversation is None:
-            from openafm.runtime.conversation import Conversation
             lm = self.model.language_model()
             self._conversation = Conversation(lm.model, lm.tokenizer)
         return self._conversation
@@ -237,7 +238,6 @@ class LanguageModelSession:
         conv.append_text(rendered[len(conv.text):])
 
     def _constraint(self, tokenizer, target, *, tools_allowed: bool, call_required: bool = False):
-        from openafm.runtime.constrained import GrammarConstraint
         schema = target.to_json_schema() if target is not None else None
         if self.tools and tools_allowed:
             grammar = tool_call_grammar(self.tools, schema, required=call_required)
@@ -249,11 +249,9 @@ class LanguageModelSession:
         return None
 
     def _check_prompt(self, prompt: str) -> None:
-        from openafm.fm.guardrails import Guardrails, enforce
         enforce(Guardrails.of(self.model.guardrails).check_prompt(prompt), "prompt")
 
     def _check_output(self, text: str) -> None:
-        from openafm.fm.guardrails import Guardrails, enforce
         enforce(Guardrails.of(self.model.guardrails).check_output(text), "output")
 
 

@@ -14,6 +14,7 @@ import json
 from openafm.fm.content import GeneratedContent
 from openafm.fm.errors import ToolCallError
 from openafm.fm.schema import GenerationSchema
+from openafm.runtime.constrained import COMPACT_JSON
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 MAX_CALLS_PER_TURN = 4
@@ -69,13 +70,13 @@ def tool_calls_schema(tools: list[Tool]) -> dict:
 def tool_call_grammar(tools: list[Tool], answer: dict | None, *, required: bool = False) -> str:
     """Lark (llguidance dialect): either a tool call, or the answer — free text that does not start with
     '<', or JSON of the `answer` schema for a structured response. required=True: only a tool call."""
-    calls = json.dumps({**tool_calls_schema(tools), "x-guidance": _compact()})
+    calls = json.dumps({**tool_calls_schema(tools), "x-guidance": COMPACT_JSON})
     if required:
         return f'start: call\ncall: "{CALL_OPEN}" calls "{CALL_CLOSE}"\ncalls: %json {calls}\n'
     if answer is None:
         answer_rule = "answer: TEXT\nTEXT: /[^<](.|\\n)*/"
     else:
-        answer_rule = "answer: %json " + json.dumps({**answer, "x-guidance": _compact()})
+        answer_rule = "answer: %json " + json.dumps({**answer, "x-guidance": COMPACT_JSON})
     return (f'start: call | answer\ncall: "{CALL_OPEN}" calls "{CALL_CLOSE}"\ncalls: %json {calls}\n' + answer_rule)
 
 
@@ -110,7 +111,3 @@ def _plain_schema(tool: Tool) -> dict:
     schema.pop("$schema", None)
     return schema
 
-
-def _compact() -> dict:
-    from openafm.runtime.constrained import COMPACT_JSON
-    return COMPACT_JSON

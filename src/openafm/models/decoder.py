@@ -17,6 +17,7 @@ from openafm.nn.attention import Attention, ForwardContext
 from openafm.nn.kv import FreshKV
 from openafm.nn.linear import Linear, linear
 from openafm.nn.mlp import SwiGLU
+from openafm.nn.moe import MoE
 from openafm.nn.norm import RMSNorm
 from openafm.nn.rope import RotaryTable
 
@@ -36,7 +37,6 @@ class Block(nn.Module):
                               head_dim=config.attn_head_dim, spec=spec, index=index, device=device)
         self.ffn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
         if spec.ffn is FFNKind.MOE:
-            from openafm.nn.moe import MoE
             self.ffn = MoE(config.dim, config.moe.hidden, config.moe.n_experts, config.moe.top_k, device=device)
         else:
             self.ffn = SwiGLU(config.dim, config.ffn_hidden, device=device)

@@ -8,25 +8,10 @@ it has. The on-device model, the server model and an imported Llama-family model
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from openafm import config as cfg
 from openafm.errors import ConfigError
-
-
-class AttentionKind(str, enum.Enum):
-    GLOBAL_ROPE = "global-rope"     # causal attention over every earlier position, rotary positions
-    SLIDING_ROPE = "sliding-rope"   # causal attention over the last `window` positions, rotary positions
-    GLOBAL_NOPE = "global-nope"     # causal attention over every earlier position, no positional encoding
-
-    @property
-    def uses_rope(self) -> bool:
-        return self is not AttentionKind.GLOBAL_NOPE
-
-
-class FFNKind(str, enum.Enum):
-    DENSE = "dense"                 # SwiGLU with the config's ffn_hidden
-    MOE = "moe"                     # dropless top-k mixture of SwiGLU experts (the config's `moe` spec)
+from openafm.nn.layer_spec import AttentionKind, FFNKind, LayerSpec
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -40,21 +25,6 @@ class MoESpec:
             raise ConfigError(f"moe: n_experts={self.n_experts} and hidden={self.hidden} must be positive")
         if not 1 <= self.top_k <= self.n_experts:
             raise ConfigError(f"moe: top_k={self.top_k} must be between 1 and n_experts={self.n_experts}")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LayerSpec:
-    attention: AttentionKind = AttentionKind.GLOBAL_ROPE
-    # Sliding layers attend to the last `window` positions, the query's own included.
-    window: int | None = None
-    # None: the layer has its own K/V projections and cache. An int: the index of an earlier layer whose
-    # KV cache this layer reads (it has no K/V projections and stores nothing).
-    kv_source: int | None = None
-    ffn: FFNKind = FFNKind.DENSE
-
-    @property
-    def owns_kv(self) -> bool:
-        return self.kv_source is None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -148,3 +118,44 @@ class DecoderConfig:
             experts = self.moe.top_k if active else self.moe.n_experts
             total += d * self.moe.n_experts + experts * 3 * d * self.moe.hidden   # router + experts
         return total
+
+
+# --- plan builders: the report's layer patterns ------------------------------------------------
+
+def kv_sharing_plan(n_layers: int, *, shared_fraction: float = 0.375, share: bool = True,
+                    attention: AttentionKind = AttentionKind.GLOBAL_ROPE, window: int | None = None) -> list[LayerSpec]:
+    """The on-device split (report §2.1): Block 1 = the first 62.5% of layers, with their own K/V;
+    Block 2 = the last 37.5%, with no K/V projections, each reading the cache of the last Block-1 layer
+    of the same attention kind (the report shares block 1's final-layer caches; SwiftKV and Gemma-3n
+    make the same choice). share=False gives the same depth with every layer owning its K/V."""
+    n_shared = n_layers * shared_fraction
+    if n_shared != int(n_shared):
+        raise ConfigError(f"n_layers={n_layers} x shared_fraction={shared_fraction} = {n_shared} is not a whole "
+                          f"number of layers; use a multiple of {_denominator(shared_fraction)} layers")
+    n_own = n_layers - int(n_shared)
+    specs = [LayerSpec(attention=attention, window=window) for _ in range(n_own)]
+    if not share:
+        return specs + [LayerSpec(attention=attention, window=window) for _ in range(int(n_shared))]
+    last_owner = {(s.attention, s.window): i for i, s in enumerate(specs)}
+    source = last_owner[(attention, window)]
+    return specs + [LayerSpec(attention=attention, window=window, kv_source=source) for _ in range(int(n_shared))]
+
+
+def interleaved_plan(n_layers: int, *, window: int = 4096, sliding_per_global: int = 3) -> list[LayerSpec]:
+    """The server attention pattern (report §2.2): repeating units of 3 sliding-window RoPE layers
+    followed by 1 global NoPE layer."""
+    unit = sliding_per_global + 1
+    if n_layers % unit:
+        raise ConfigError(f"n_layers={n_layers} is not a multiple of the interleave unit of {unit} layers "
+                          f"({sliding_per_global} sliding + 1 global)")
+    specs = []
+    for i in range(n_layers):
+        if i % unit == sliding_per_global:
+            specs.append(LayerSpec(attention=AttentionKind.GLOBAL_NOPE))
+        else:
+            specs.append(LayerSpec(attention=AttentionKind.SLIDING_ROPE, window=window))
+    return specs
+
+
+def _denominator(fraction: float) -> int:
+    return next(d for d in range(1, 1025) if (fraction * d).is_integer())

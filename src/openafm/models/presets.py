@@ -9,49 +9,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from openafm.errors import ConfigError, UnknownModelError
-from openafm.models.plan import AttentionKind, DecoderConfig, LayerSpec, MoESpec
+from openafm.errors import UnknownModelError
+from openafm.models.plan import DecoderConfig, LayerSpec, MoESpec, interleaved_plan, kv_sharing_plan
+from openafm.models.pt_moe import PTMoEConfig, server_track_plan
 
 SMOLLM2_VOCAB = 49152  # presets at this vocabulary pair with the packaged SmolLM2 tokenizer
-
-
-def kv_sharing_plan(n_layers: int, *, shared_fraction: float = 0.375, share: bool = True,
-                    attention: AttentionKind = AttentionKind.GLOBAL_ROPE, window: int | None = None) -> list[LayerSpec]:
-    """The on-device split (report §2.1): Block 1 = the first 62.5% of layers, with their own K/V;
-    Block 2 = the last 37.5%, with no K/V projections, each reading the cache of the last Block-1 layer
-    of the same attention kind (the report shares block 1's final-layer caches; SwiftKV and Gemma-3n
-    make the same choice). share=False gives the same depth with every layer owning its K/V."""
-    n_shared = n_layers * shared_fraction
-    if n_shared != int(n_shared):
-        raise ConfigError(f"n_layers={n_layers} x shared_fraction={shared_fraction} = {n_shared} is not a whole "
-                          f"number of layers; use a multiple of {_denominator(shared_fraction)} layers")
-    n_own = n_layers - int(n_shared)
-    specs = [LayerSpec(attention=attention, window=window) for _ in range(n_own)]
-    if not share:
-        return specs + [LayerSpec(attention=attention, window=window) for _ in range(int(n_shared))]
-    last_owner = {(s.attention, s.window): i for i, s in enumerate(specs)}
-    source = last_owner[(attention, window)]
-    return specs + [LayerSpec(attention=attention, window=window, kv_source=source) for _ in range(int(n_shared))]
-
-
-def interleaved_plan(n_layers: int, *, window: int = 4096, sliding_per_global: int = 3) -> list[LayerSpec]:
-    """The server attention pattern (report §2.2): repeating units of 3 sliding-window RoPE layers
-    followed by 1 global NoPE layer."""
-    unit = sliding_per_global + 1
-    if n_layers % unit:
-        raise ConfigError(f"n_layers={n_layers} is not a multiple of the interleave unit of {unit} layers "
-                          f"({sliding_per_global} sliding + 1 global)")
-    specs = []
-    for i in range(n_layers):
-        if i % unit == sliding_per_global:
-            specs.append(LayerSpec(attention=AttentionKind.GLOBAL_NOPE))
-        else:
-            specs.append(LayerSpec(attention=AttentionKind.SLIDING_ROPE, window=window))
-    return specs
-
-
-def _denominator(fraction: float) -> int:
-    return next(d for d in range(1, 1025) if (fraction * d).is_integer())
 
 
 # --- presets -----------------------------------------------------------------------------------
@@ -101,7 +63,6 @@ def afm_server_dense_tiny() -> DecoderConfig:
 
 def afm_server_tiny():
     """PT-MoE at test size: 2 tracks of 8 layers, track blocks of 4, 4 experts (top-2) every other layer."""
-    from openafm.models.pt_moe import PTMoEConfig, server_track_plan
     track = DecoderConfig(vocab_size=512, dim=64, n_heads=2, n_kv_heads=1, head_dim=32, ffn_hidden=96,
                           max_seq_len=256, layers=server_track_plan(8, window=16),
                           moe=MoESpec(n_experts=4, top_k=2, hidden=48))
@@ -111,7 +72,6 @@ def afm_server_tiny():
 def afm_server_small():
     """PT-MoE that trains on a 2-core CPU (~100M parameters, ~50M active): 2 tracks x 8 layers, blocks of 4,
     8 experts (top-2) every other layer."""
-    from openafm.models.pt_moe import PTMoEConfig, server_track_plan
     track = DecoderConfig(vocab_size=SMOLLM2_VOCAB, dim=512, n_heads=4, n_kv_heads=2, head_dim=64, ffn_hidden=1024,
                           rope_theta=500000.0, max_seq_len=32768, layers=server_track_plan(8, window=4096),
                           moe=MoESpec(n_experts=8, top_k=2, hidden=512))
@@ -123,7 +83,6 @@ def afm_server_report():
     MoE every other layer, 3 sliding + 1 global NoPE, a ~150K vocabulary) but not the sizes: dim 4096,
     4 tracks of 32 layers in blocks of 4, 16 query / 4 KV heads of 128 per track, 32 experts top-2 and the
     4096 window are assumptions, printed by `openafm models --describe afm-server-report`."""
-    from openafm.models.pt_moe import PTMoEConfig, server_track_plan
     track = DecoderConfig(vocab_size=153600, dim=4096, n_heads=16, n_kv_heads=4, head_dim=128, ffn_hidden=8192,
                           rope_theta=500000.0, max_seq_len=65536, layers=server_track_plan(32, window=4096),
                           moe=MoESpec(n_experts=32, top_k=2, hidden=2048))

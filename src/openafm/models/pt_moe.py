@@ -25,7 +25,7 @@ from torch import nn
 from openafm import config as cfg
 from openafm.errors import ConfigError
 from openafm.models.decoder import Block, CausalLM, Logits
-from openafm.models.plan import DecoderConfig, FFNKind, LayerSpec
+from openafm.models.plan import DecoderConfig, FFNKind, LayerSpec, interleaved_plan
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -78,7 +78,6 @@ class PTMoEConfig:
 
 def server_track_plan(n_layers: int, *, window: int, moe_every: int = 2) -> list[LayerSpec]:
     """3 sliding-window RoPE layers + 1 global NoPE layer, repeated; every `moe_every`-th layer's FFN is MoE."""
-    from openafm.models.presets import interleaved_plan
     return [dataclasses.replace(spec, ffn=FFNKind.MOE if i % moe_every == moe_every - 1 else FFNKind.DENSE)
             for i, spec in enumerate(interleaved_plan(n_layers, window=window))]
 

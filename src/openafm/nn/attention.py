@@ -6,12 +6,11 @@ import dataclasses
 
 import torch
 from torch import nn
-
-from openafm.nn.linear import Linear
 from torch.nn import functional as F
 
-from openafm.models.plan import AttentionKind, LayerSpec
 from openafm.nn.kv import KeyLayout, LayerKV
+from openafm.nn.layer_spec import LayerSpec
+from openafm.nn.linear import Linear
 from openafm.nn.mask import document_mask, visibility_mask
 from openafm.nn.rope import apply_rope
 

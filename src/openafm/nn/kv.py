@@ -13,7 +13,7 @@ import enum
 
 import torch
 
-from openafm.models.plan import LayerSpec
+from openafm.nn.layer_spec import LayerSpec
 
 
 class KeyLayout(enum.Enum):

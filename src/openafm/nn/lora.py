@@ -17,14 +17,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from openafm.nn.packed_linear import PackedLinear
+
 # Linear layers adapted by default: every projection of attention and the dense FFN. Not the MoE router
 # (its logits pick experts; adapting it changes routing, not the experts), not the output head.
 DEFAULT_TARGETS = ("qkv", "q", "out", "gate_up", "down")
 
 
 def _adaptable(module: nn.Module) -> bool:
-    """nn.Linear, or a packed low-bit linear layer (compress.packed_linear): the adapter runs beside it."""
-    from openafm.compress.packed_linear import PackedLinear
+    """nn.Linear, or a packed low-bit linear layer (nn.packed_linear): the adapter runs beside it."""
     return isinstance(module, (nn.Linear, PackedLinear))
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from openafm.nn.linear import Linear
-from torch.nn import functional as F
 
 
 class SwiGLU(nn.Module):

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from openafm.compress.pack import PackedCodes, check_bits, pack, packed_bytes, unpack
+from openafm.nn.pack import PackedCodes, check_bits, pack, packed_bytes, unpack
+from openafm.nn.packed_kernel import packed_matvec
 
 KERNEL_MAX_ROWS = 8
 
@@ -57,7 +58,6 @@ def packed_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, ze
         raise ValueError(f"input has {x.shape[-1]} features, this layer takes {in_features}")
     rows = x.numel() // in_features
     if kernel is PackedKernel.CPU and rows <= KERNEL_MAX_ROWS and x.device.type == "cpu":
-        from openafm.compress.packed_kernel import packed_matvec
         flat = x.reshape(rows, in_features).float().contiguous()            # [M, in]
         return packed_matvec(flat, packed, scale, zero, bits, in_features).view(*x.shape[:-1], -1)
     return F.linear(x.float(), dequantize(packed, scale, zero, bits, in_features))

@@ -13,8 +13,8 @@ import dataclasses
 import torch
 from torch import nn
 
-from openafm.compress.pack import pack
-from openafm.compress.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
+from openafm.nn.pack import pack
+from openafm.nn.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
 
 
 @dataclasses.dataclass

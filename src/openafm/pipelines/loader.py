@@ -1,5 +1,5 @@
 """The recipe's loader factory for the trainer (`data.kind: callable`, target
-`openafm.train.recipe_data:packed_loader`): packed rows over a shards stage's subset and a mixture."""
+`openafm.pipelines.loader:packed_loader`): packed rows over a shards stage's subset and a mixture."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from openafm.data.loader import LoaderConfig, PackedLoader
 from openafm.data.mixture import MixtureConfig
 from openafm.errors import ConfigError
 
-TARGET = "openafm.train.recipe_data:packed_loader"
+TARGET = "openafm.pipelines.loader:packed_loader"
 
 
 def packed_loader(config, *, rank: int, world_size: int, root: str, mixture: dict, skip_steps: int = 0) -> PackedLoader:

@@ -21,7 +21,7 @@ hash of the document id, plus the high-quality subset of the train part), train 
 the model is a preset with changes or the model of an earlier stage, optionally with `model_changes` such
 as a larger rope_theta), upcycle (dense -> MoE), distill (train with objective kd and `teacher: <stage>`),
 eval (held-out perplexity of named stages). Every reference must name an earlier stage of a fitting kind;
-all of it is checked when the recipe loads, before anything runs. Running it: `openafm.train.recipe_run`.
+all of it is checked when the recipe loads, before anything runs. Running it: `openafm.pipelines.run`.
 """
 
 from __future__ import annotations
@@ -32,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from openafm import config as cfg
+from openafm.data.document import Document
 from openafm.data.mixture import MixtureConfig
+from openafm.data.sources import SOURCES
 from openafm.errors import ConfigError
+from openafm.train.config import TrainConfig, read_yaml
 
 
 class StageKind(str, enum.Enum):
@@ -70,7 +73,6 @@ class CorpusStage:
             raise ConfigError(f"stage {self.name!r}: a corpus stage takes exactly one of sources (build it) or "
                               f"jsonl_dir (an existing corpus), got sources={self.sources}, jsonl_dir={self.jsonl_dir}")
         if self.sources is not None:
-            from openafm.data.sources import SOURCES
             unknown = sorted(set(self.sources) - set(SOURCES))
             if unknown:
                 raise ConfigError(f"stage {self.name!r}: unknown sources {unknown}; accepted: {sorted(SOURCES)}")
@@ -99,7 +101,6 @@ class ShardsStage:
     hq_whole_domains: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from openafm.data.document import Document
         bad = sorted(set(self.hq_whole_domains) - set(Document.DOMAINS))
         if bad:
             raise ConfigError(f"stage {self.name!r}: hq_whole_domains {bad} are not domains; accepted: {Document.DOMAINS}")
@@ -250,7 +251,6 @@ def _check_ref(recipe: Recipe, stage: Stage, key: str, ref: str, kinds: tuple[St
 
 def validate(recipe: Recipe) -> None:
     """Names unique, every reference names an earlier stage of a fitting kind, train configs well-formed."""
-    from openafm.train.config import TrainConfig
     seen: dict[str, StageKind] = {}
     for s in recipe.stages:
         if s.name in seen:
@@ -295,7 +295,6 @@ def recipe_from_dict(data: Any, source: str = "recipe") -> Recipe:
 
 def load_recipe(path: str | Path, *, run_dir: str | None = None) -> Recipe:
     """Read and validate a recipe YAML; run_dir overrides the file's."""
-    from openafm.train.config import read_yaml
     data = read_yaml(path, "recipe")
     if isinstance(data, dict) and run_dir is not None:
         data = {**data, "run_dir": run_dir}

@@ -13,9 +13,11 @@ import os
 import time
 from pathlib import Path
 
+import torch
+
 from openafm.errors import ConfigError
-from openafm.train.recipe import Recipe, stage_spec
-from openafm.train.recipe_stages import RUNNERS
+from openafm.pipelines.recipe import Recipe, stage_spec
+from openafm.pipelines.stages import RUNNERS
 
 DONE = "done.json"
 REPORT = "report.json"
@@ -29,7 +31,6 @@ def _write_json(path: Path, data: dict) -> None:
 
 def run_recipe(recipe: Recipe, *, log=print) -> dict:
     """-> the report: {run_dir, total_s, stages: [{name, kind, status (ran | skipped), wall_s, outputs}]}."""
-    import torch
     # Tiny freshly initialised models produce denormal gradients whose CPU matmuls run ~15x slower (measured:
     # a 1.8M-parameter backward 4.3 s -> 0.3 s); flushing them to zero changes nothing above 1e-38.
     torch.set_flush_denormal(True)

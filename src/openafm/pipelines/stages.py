@@ -10,10 +10,39 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from openafm import config as cfg
+from openafm.checkpoint.load import load_model
+from openafm.checkpoint.native import load_checkpoint, save_checkpoint
+from openafm.data.document import Document
+from openafm.data.loader import find_shards
+from openafm.data.pipeline.build import BuildConfig, build
+from openafm.data.shards import TokenShard
+from openafm.data.tokenize_shards import parse_document_line, tokenize_dir
 from openafm.errors import ConfigError
-from openafm.train.recipe import (CorpusStage, EvalStage, KDSpec, Recipe, ShardsStage, StageKind, Subset, TokenizerStage,
-                                  TrainStage, UpcycleStage)
+from openafm.eval.perplexity import perplexity
+from openafm.models.build import build_model
+from openafm.models.presets import get_preset, kv_sharing_plan
+from openafm.models.upcycle import upcycle_config, upcycle_state_dict
+from openafm.pipelines.loader import TARGET
+from openafm.pipelines.recipe import (
+    CorpusStage,
+    EvalStage,
+    KDSpec,
+    Recipe,
+    ShardsStage,
+    StageKind,
+    Subset,
+    TokenizerStage,
+    TrainStage,
+    UpcycleStage,
+)
+from openafm.tokenizer.tokenizer import Tokenizer
+from openafm.tokenizer.train import BPETrainConfig, train_bpe
+from openafm.train import checkpoint as ckpt
+from openafm.train.config import TrainConfig
+from openafm.train.loop import Trainer
 
 EOS = "<|endoftext|>"
 
@@ -27,7 +56,6 @@ def run_corpus(recipe: Recipe, stage: CorpusStage, out: Path, outputs: dict) -> 
             raise ConfigError(f"stage {stage.name!r}: jsonl_dir={src} is not a directory")
         root = src.resolve()
     else:
-        from openafm.data.pipeline.build import BuildConfig, build
         root = out / "corpus"
         build(BuildConfig(out=str(root), sources=stage.sources, limit_per_source=stage.limit_per_source,
                           shard_size=stage.shard_size))
@@ -40,8 +68,6 @@ def run_corpus(recipe: Recipe, stage: CorpusStage, out: Path, outputs: dict) -> 
 def iter_documents(jsonl_dir: str | Path):
     """Every Document of a curated corpus (its {domain}/*.jsonl files; other entries such as the build's
     work/ directory and report.json are not documents), in a fixed order."""
-    from openafm.data.document import Document
-    from openafm.data.tokenize_shards import _parse
     root = Path(jsonl_dir)
     files = [p for domain in Document.DOMAINS for p in sorted((root / domain).glob("*.jsonl"))]
     if not files:
@@ -50,11 +76,10 @@ def iter_documents(jsonl_dir: str | Path):
         with open(path, encoding="utf-8") as f:
             for line_no, line in enumerate(f, 1):
                 if line.strip():
-                    yield _parse(line, path, line_no)
+                    yield parse_document_line(line, path, line_no)
 
 
 def run_tokenizer(recipe: Recipe, stage: TokenizerStage, out: Path, outputs: dict) -> dict:
-    from openafm.tokenizer.train import BPETrainConfig, train_bpe
     docs = iter_documents(outputs[stage.corpus]["jsonl_dir"])
     texts = (d.text for i, d in enumerate(docs) if stage.max_docs is None or i < stage.max_docs)
     tok = train_bpe(texts, BPETrainConfig(vocab_size=stage.vocab_size, min_frequency=stage.min_frequency,
@@ -92,8 +117,6 @@ def split_documents(docs, heldout_fraction: float, hq_fraction: float,
 
 
 def run_shards(recipe: Recipe, stage: ShardsStage, out: Path, outputs: dict) -> dict:
-    from openafm.data.tokenize_shards import tokenize_dir
-    from openafm.tokenizer.tokenizer import Tokenizer
     tok = Tokenizer.from_files(outputs[stage.tokenizer]["tokenizer_dir"])
     split = split_documents(iter_documents(outputs[stage.corpus]["jsonl_dir"]), stage.heldout_fraction,
                             stage.hq_fraction, tuple(stage.hq_whole_domains))
@@ -121,7 +144,6 @@ def run_shards(recipe: Recipe, stage: ShardsStage, out: Path, outputs: dict) -> 
 # --- models ----------------------------------------------------------------------------------------
 
 def fresh_config(stage: TrainStage, vocab_size: int):
-    from openafm.models.presets import get_preset, kv_sharing_plan
     base = get_preset(stage.model.preset)
     changes = dict(stage.model.changes)
     if "vocab_size" in changes and changes["vocab_size"] != vocab_size:
@@ -147,15 +169,7 @@ def model_dir(outputs: dict, name: str) -> Path:
 
 
 def run_train(recipe: Recipe, stage: TrainStage, out: Path, outputs: dict) -> dict:
-    import torch
 
-    from openafm.checkpoint.native import load_checkpoint, save_checkpoint
-    from openafm.models.build import build_model
-    from openafm.tokenizer.tokenizer import Tokenizer
-    from openafm.train import checkpoint as ckpt
-    from openafm.train.config import TrainConfig
-    from openafm.train.loop import Trainer
-    from openafm.train.recipe_data import TARGET
 
     shards = outputs[stage.data.shards]
     tok = Tokenizer.from_files(shards["tokenizer_dir"])
@@ -178,7 +192,6 @@ def run_train(recipe: Recipe, stage: TrainStage, out: Path, outputs: dict) -> di
         objective = {"kind": "kd", "teacher": str(model_dir(outputs, stage.teacher)),
                      **dataclasses.asdict(stage.kd or KDSpec())}
     root = shards[stage.data.subset.value]["dir"]
-    from openafm import config as cfg
     train = TrainConfig.from_dict({
         "seed": recipe.seed, "progress": True, **stage.train,
         "model": str(init_dir), "run_dir": str(out / "run"),
@@ -207,9 +220,6 @@ def run_train(recipe: Recipe, stage: TrainStage, out: Path, outputs: dict) -> di
 
 
 def run_upcycle(recipe: Recipe, stage: UpcycleStage, out: Path, outputs: dict) -> dict:
-    from openafm.checkpoint.native import load_checkpoint, save_checkpoint
-    from openafm.models.upcycle import upcycle_config, upcycle_state_dict
-    from openafm.tokenizer.tokenizer import Tokenizer
     src = model_dir(outputs, stage.from_)
     config, state, _ = load_checkpoint(src)
     moe = upcycle_config(config, n_experts=stage.n_experts, every=stage.every, top_k=stage.top_k)
@@ -223,8 +233,6 @@ def run_upcycle(recipe: Recipe, stage: UpcycleStage, out: Path, outputs: dict) -
 
 def heldout_streams(root: str | Path) -> dict[str, np.ndarray]:
     """{domain: [N] token ids}: every held-out document of that domain followed by EOS, in shard order."""
-    from openafm.data.loader import find_shards
-    from openafm.data.shards import TokenShard
     streams: dict[str, list[np.ndarray]] = {}
     for path in find_shards(root):
         shard = TokenShard.open(path)
@@ -235,12 +243,10 @@ def heldout_streams(root: str | Path) -> dict[str, np.ndarray]:
 
 
 def run_eval(recipe: Recipe, stage: EvalStage, out: Path, outputs: dict) -> dict:
-    import openafm
-    from openafm.eval.perplexity import perplexity
     streams = heldout_streams(outputs[stage.shards]["heldout"]["dir"])
     results = {}
     for name in stage.models:
-        model = openafm.load(model_dir(outputs, name)).model
+        model = load_model(model_dir(outputs, name)).model
         per_domain, nll, n = {}, 0.0, 0
         for domain, ids in streams.items():
             if len(ids) < stage.context:

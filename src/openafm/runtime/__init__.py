@@ -1,0 +1,12 @@
+"""The runtime: text generation over a loaded model (KV caches, sampling, stop strings, constrained decoding).
+
+    language_model.py  LanguageModel: a loaded model and its tokenizer, text in, text out (`openafm.load` returns one)
+    generate.py        prefill + decode for a batch of token prompts: sampling, EOS, stop strings, streaming
+    kv_cache.py        a KV cache that knows each layer's kind (full, sliding ring, shared); native or int8 slots
+    sampling.py        token sampling: greedy, or seeded temperature with optional top-k / top-p
+    stops.py           stop strings over streamed text, holding back text that might start one
+    constrained.py     constrained decoding: an llguidance grammar masks the logits and fast-forwards forced tokens
+    conversation.py    an append-only conversation whose KV cache persists across turns
+
+    next: speculative decoding.
+"""

@@ -11,6 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import torch
+
+from openafm.models.decoder import Logits
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
 from openafm.runtime.kv_cache import KVCache
 from openafm.runtime.sampling import SamplingParams
@@ -56,9 +59,7 @@ class Conversation:
 
     def prefill(self) -> int:
         """Run the tokens not yet cached through the model (no generation); returns how many."""
-        import torch
 
-        from openafm.models.decoder import Logits
         new = self.tokens[self.cached:]
         if not new:
             return 0

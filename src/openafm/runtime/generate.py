@@ -13,6 +13,7 @@ from openafm.models.decoder import CausalLM, Logits
 from openafm.runtime.kv_cache import KVCache, KVStorage
 from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
+from openafm.tokenizer.stream import StreamDecoder
 
 
 class FinishReason:
@@ -204,7 +205,6 @@ def _flush(row: _Row, r: int, on_token, token_id: int = -1) -> None:
 def _stream_decoder(tokenizer):
     if tokenizer is None:
         return None
-    from openafm.tokenizer.stream import StreamDecoder
     return StreamDecoder(tokenizer)
 
 

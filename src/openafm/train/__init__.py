@@ -3,10 +3,13 @@
     config.py          TrainConfig (YAML-loadable) and its parts
     batch_protocol.py  the Batch / Loader protocol the data pipeline implements
     synthetic.py       a deterministic in-memory loader (tests, benchmarks)
+    token_loader.py    a loader over one token array (random windows); english_text_loader for `data.kind: callable`
     objective.py       Objective protocol and the LM objective (cross-entropy)
     kd.py              the knowledge-distillation objective (KL to teacher logits, full or top-k, + CE)
+    hooks.py           TrainHooks: what a non-pretraining job (QAT, LoRA recovery) changes about the loop
+    init.py            weight initialisation for training from scratch (scaled-normal, keep, auto)
     optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping
-    schedule.py        learning-rate schedules (warmup + cosine, warmup-stable-decay)
+    schedule.py        learning-rate schedules (warmup + cosine, warmup-stable-decay, constant)
     flops.py           FLOPs per token, MFU, the machine's measured peak FLOP/s
     metrics.py         the metrics JSONL (append + flush, truncated on resume)
     rng.py             capture / restore the torch, numpy and Python RNG states

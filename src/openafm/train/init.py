@@ -14,6 +14,8 @@ import math
 
 import torch
 
+from openafm.models.presets import PRESETS
+
 
 class InitKind(str, enum.Enum):
     AUTO = "auto"
@@ -37,7 +39,6 @@ def scaled_normal_(model: torch.nn.Module, std: float = 0.02) -> None:
 
 
 def resolve(kind: InitKind, model_name: str) -> InitKind:
-    from openafm.models.presets import PRESETS
     if kind is InitKind.AUTO:
         return InitKind.SCALED_NORMAL if model_name in PRESETS else InitKind.KEEP
     return kind

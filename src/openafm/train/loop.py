@@ -20,6 +20,7 @@ uninterrupted run's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import time
 from pathlib import Path
@@ -27,19 +28,29 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from openafm.checkpoint.load import load_model
 from openafm.errors import CheckpointError, ConfigError
 from openafm.train import checkpoint as ckpt
 from openafm.train import init, parallel, rng
 from openafm.train.activation import apply_activation_checkpointing
 from openafm.train.batch_protocol import Loader
-from openafm.train.config import (ActivationCheckpointing, DataKind, ObjectiveKind, ParallelKind, Precision,
-                                  TrainConfig, dump_yaml)
-from openafm.train.hooks import TrainHooks
+from openafm.train.config import (
+    ActivationCheckpointing,
+    DataKind,
+    ObjectiveKind,
+    ParallelKind,
+    Precision,
+    TrainConfig,
+    dump_yaml,
+)
 from openafm.train.flops import flops_per_token, measure_peak_flops, mfu
+from openafm.train.hooks import TrainHooks
+from openafm.train.kd import KDKind, KDObjective
 from openafm.train.metrics import MetricsLog
 from openafm.train.objective import LMObjective, Objective
 from openafm.train.optimizer import build_optimizer, clip_gradients
 from openafm.train.schedule import Schedule
+from openafm.train.synthetic import SyntheticLoader
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -60,8 +71,7 @@ class Trainer:
         self.rank, self.world = parallel.init_distributed(config.parallel, config.device)
         rng.seed_everything(config.seed)
         if model is None:
-            import openafm
-            model = openafm.load(config.model, seed=config.seed).model.requires_grad_(True)
+            model = load_model(config.model, seed=config.seed).model.requires_grad_(True)
             if init.resolve(config.init, config.model) is init.InitKind.SCALED_NORMAL:
                 init.scaled_normal_(model, config.init_std)
         self.model_config = model.config
@@ -105,7 +115,6 @@ class Trainer:
     def _build_loader(self) -> Loader:
         c = self.config
         if c.data.kind is DataKind.SYNTHETIC:
-            from openafm.train.synthetic import SyntheticLoader
             return SyntheticLoader(vocab_size=self.vocab_size, seq_len=c.seq_len, global_batch=self.rows * self.world,
                                    seed=c.seed, rank=self.rank, world_size=self.world, **c.data.options)
         if c.data.kind is DataKind.CALLABLE:
@@ -121,13 +130,11 @@ class Trainer:
         if o.kind is ObjectiveKind.LM:
             return LMObjective()
         if o.kind is ObjectiveKind.KD:
-            import openafm
-            from openafm.train.kd import KDKind, KDObjective
             try:
                 kind = KDKind(o.kd_kind)
             except ValueError:
                 raise ConfigError(f"objective.kd_kind={o.kd_kind!r}; accepted: {[k.value for k in KDKind]}") from None
-            teacher = openafm.load(o.teacher, seed=self.config.seed).model
+            teacher = load_model(o.teacher, seed=self.config.seed).model
             return KDObjective(teacher, kind=kind, top_k=o.top_k, temperature=o.temperature, kd_weight=o.kd_weight)
         raise ConfigError(f"unknown objective.kind {o.kind!r}; accepted: {[k.value for k in ObjectiveKind]}")
 
@@ -272,7 +279,6 @@ def _to_device(batch, device: torch.device):
     """The batch with its tensors on `device` (the same object when they are already there)."""
     if batch.input_ids.device == device:
         return batch
-    import dataclasses
     if not dataclasses.is_dataclass(batch):
         raise TypeError(f"cannot move a {type(batch).__name__} batch to {device}: batches are dataclasses of tensors")
     return dataclasses.replace(batch, **{f.name: getattr(batch, f.name).to(device)

@@ -15,7 +15,9 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from openafm.checkpoint.load import load_model
 from openafm.errors import ConfigError
+from openafm.eval.texts import english_text
 from openafm.train.synthetic import SyntheticBatch
 
 
@@ -64,13 +66,11 @@ class TokenArrayLoader:
 
 def english_text_loader(config, *, rank: int = 0, world_size: int = 1, split: str = "train") -> TokenArrayLoader:
     """data: {kind: callable, target: "openafm.train.token_loader:english_text_loader"} (options: split)."""
-    import openafm
-    from openafm.eval.texts import english_text
     if split != "train":
         raise ConfigError(f"split={split!r}: training reads the train split only (held-out text is for evaluation)")
-    lm = openafm.load(config.model)
+    lm = load_model(config.model)
     if lm.tokenizer is None:
         raise ConfigError(f"model {config.model!r} has no tokenizer to tokenize the training text")
     rows = config.rows_per_rank(world_size) * world_size
-    return TokenArrayLoader(lm.encode(english_text(split)), seq_len=config.seq_len, global_batch=rows,
+    return TokenArrayLoader(lm.tokenizer.encode(english_text(split)), seq_len=config.seq_len, global_batch=rows,
                             seed=config.seed, rank=rank, world_size=world_size)

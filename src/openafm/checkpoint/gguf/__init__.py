@@ -1,5 +1,10 @@
-"""GGUF import: a fast reader (metadata, tensor directory, memory-mapped data), vectorized
-dequantization, and the Llama-family mapping to Hugging Face names and config."""
+"""GGUF import: read a GGUF file, dequantize its tensors, map a Llama-family model to Hugging Face names and config.
+
+    reader.py   header, metadata and tensor directory, with the tensor data left memory-mapped
+    types.py    the numeric codes GGUF uses: metadata value types, ggml tensor types and their block sizes
+    dequant.py  ggml tensor data -> float32 with whole-tensor torch ops, bit-identical to gguf-py
+    llama.py    a Llama-family GGUF -> a Hugging Face Llama state dict and config (names, RoPE rows un-permuted)
+"""
 
 from openafm.checkpoint.gguf.dequant import dequantize
 from openafm.checkpoint.gguf.llama import SUPPORTED_ARCHITECTURES, llama_config, load_llama_gguf, unpermute_rope_rows

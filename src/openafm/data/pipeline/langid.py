@@ -22,8 +22,8 @@ from openafm.data.pipeline.stage import Drop, Stage
 
 @lru_cache(maxsize=1)
 def _identifier():
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
     import py3langid.langid as L
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
     return LanguageIdentifier.from_modelpath(L.MODEL_DIR / MODEL_FILE, norm_probs=True)
 
 

@@ -7,7 +7,6 @@ One Document per chapter/appendix file (``ch01.en.html`` ... ``apa.en.html``), i
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 from openafm.data.document import Document
 from openafm.data.sources.base import Source, package_files, spread

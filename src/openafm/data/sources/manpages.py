@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 from openafm.data.document import Document
 from openafm.data.sources.base import Source, package_files, require_program, spread
