@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Iterator
 
+import astc_encoder as ae
 import numpy as np
 import torch
 from torch import nn
@@ -144,7 +145,6 @@ class CompressedSize:
 
 @functools.lru_cache(maxsize=32)
 def _context(profile: Profile, block: tuple[int, int], quality: Quality):
-    import astc_encoder as ae
 
     ae_profile = {Profile.HDR: ae.ASTCProfile.HDR, Profile.LDR: ae.ASTCProfile.LDR}[profile]
     preset = getattr(ae.ASTCQualityPreset, quality.name)
@@ -155,18 +155,15 @@ def _context(profile: Profile, block: tuple[int, int], quality: Quality):
 def _identity_swizzle():
     # Not ASTCSwizzle.from_str("rgba"): that binding upper-cases its argument's buffer in place, which
     # rewrites the interned "rgba" constant for the whole process (Channels.RGBA's value included).
-    import astc_encoder as ae
     return ae.ASTCSwizzle()
 
 
 def _texel_type(profile: Profile):
-    import astc_encoder as ae
     return ae.ASTCType.F16 if profile is Profile.HDR else ae.ASTCType.U8
 
 
 def _codec_roundtrip_bytes(texels: np.ndarray, profile: Profile, block: tuple[int, int], quality: Quality) -> bytes:
     """texels [H, W, 4] (fp16 for HDR, uint8 for LDR) -> ASTC bytes (16 per block, raster order)."""
-    import astc_encoder as ae
     h, w, _ = texels.shape
     image = ae.ASTCImage(_texel_type(profile), w, h, 1, np.ascontiguousarray(texels).tobytes())
     return _context(profile, block, quality).compress(image, _identity_swizzle())
@@ -175,7 +172,6 @@ def _codec_roundtrip_bytes(texels: np.ndarray, profile: Profile, block: tuple[in
 def _decode_bytes(data: bytes, profile: Profile, block: tuple[int, int], quality: Quality,
                   height: int, width: int) -> np.ndarray:
     """ASTC bytes -> decoded texels [H, W, 4] as float32 in texel units (LDR: 0..1)."""
-    import astc_encoder as ae
     image = ae.ASTCImage(_texel_type(profile), width, height, 1)
     _context(profile, block, quality).decompress(data, image, _identity_swizzle())
     if profile is Profile.HDR:

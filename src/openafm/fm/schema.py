@@ -40,6 +40,8 @@ import types
 from enum import Enum
 from typing import Any, Sequence, Union, get_args, get_origin
 
+import llguidance
+
 from openafm.fm.errors import InvalidGenerationSchemaError
 from openafm.fm.guide import GenerationGuide, check_applicable, guide_keywords, split_array_guides
 
@@ -384,7 +386,6 @@ def check_with_engine(schema: dict, what: str) -> None:
     ...
     openafm.fm.errors.InvalidGenerationSchemaError: the decoding engine (llguidance) rejects the schema: Unsatisfiable ...
     """
-    import llguidance  # the decoding engine; imported here so the typed layer loads without it
 
     try:
         grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))

@@ -159,7 +159,7 @@ def load_kernel():
     if shutil.which(os.environ.get("CXX", "c++")) is None:
         raise KernelUnavailableError("building the packed CPU kernel needs a C++ compiler (c++/g++ on PATH): "
                                      "install one (e.g. `apt-get install g++`) or use kernel=PackedKernel.TORCH")
-    from torch.utils.cpp_extension import load_inline
+    from torch.utils.cpp_extension import load_inline  # on use: the C++ toolchain glue, only for the first build
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     _module = load_inline(name="openafm_packed_matvec", cpp_sources=[_SOURCE],

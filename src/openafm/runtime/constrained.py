@@ -13,6 +13,7 @@ import json
 import weakref
 from typing import Any
 
+import llguidance
 import numpy as np
 import torch
 
@@ -30,7 +31,6 @@ class GrammarError(OpenAFMError, ValueError):
 
 def ll_tokenizer(tokenizer) -> Any:
     """The llguidance view of an openafm Tokenizer (built once per tokenizer, ~0.4 s)."""
-    import llguidance
     if tokenizer not in _LL_TOKENIZERS:
         eos = sorted(tokenizer.eos_token_ids)
         _LL_TOKENIZERS[tokenizer] = llguidance.LLTokenizer(tokenizer.backend.to_str(), n_vocab=tokenizer.vocab_size,
@@ -42,7 +42,6 @@ class GrammarConstraint:
     """One sequence's grammar state: allowed-token masks, consumption, forced tokens."""
 
     def __init__(self, grammar: str, tokenizer, *, description: str = "grammar"):
-        import llguidance
         is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, ll_tokenizer(tokenizer))
         if is_error:
             raise GrammarError(f"{description} cannot be compiled: {messages[0]}")
@@ -59,19 +58,16 @@ class GrammarConstraint:
 
     @classmethod
     def from_json_schema(cls, schema: dict, tokenizer) -> "GrammarConstraint":
-        import llguidance
         schema = {**schema, "x-guidance": {**COMPACT_JSON, **schema.get("x-guidance", {})}}
         grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
         return cls(grammar, tokenizer, description="JSON schema")
 
     @classmethod
     def from_regex(cls, pattern: str, tokenizer) -> "GrammarConstraint":
-        import llguidance
         return cls(llguidance.LLMatcher.grammar_from_regex(pattern), tokenizer, description=f"regex {pattern!r}")
 
     @classmethod
     def from_lark(cls, lark: str, tokenizer) -> "GrammarConstraint":
-        import llguidance
         return cls(llguidance.LLMatcher.grammar_from_lark(lark), tokenizer, description="Lark grammar")
 
     def allowed(self) -> torch.Tensor:

@@ -13,7 +13,7 @@ PANELS = [("loss", "loss"), ("lr", "learning rate"), ("grad_norm", "gradient nor
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    import matplotlib
+    import matplotlib  # on use: matplotlib costs ~0.4 s to import and only plotting needs it
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -48,13 +48,13 @@ class DedupStage(Stage):
     name = "dedup"
 
     def __init__(self, *, threshold: float = 0.8, num_perm: int = 128, shingle: int = 5):
-        from datasketch import MinHashLSH
+        from datasketch import MinHashLSH  # on use: datasketch costs ~0.4 s to import (every CLI call)
         self.threshold, self.num_perm, self.shingle = threshold, num_perm, shingle
         self.seen: set[str] = set()
         self.lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
 
     def _minhash(self, doc: Document):
-        from datasketch import MinHash
+        from datasketch import MinHash  # on use, as above
         m = MinHash(num_perm=self.num_perm, seed=1)
         m.update_batch([s.encode("utf-8") for s in shingles(doc.text, doc.lang, self.shingle)])
         return m

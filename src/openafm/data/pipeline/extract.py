@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+import trafilatura
+
 from openafm.data.document import Document
 from openafm.data.pipeline.stage import Drop, Stage
 
 
 def extract_main_text(html: str) -> str | None:
-    import trafilatura
     return trafilatura.extract(html, include_comments=False, include_tables=True, favor_recall=True)
 
 

@@ -16,14 +16,15 @@ from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
 
+import py3langid.langid as L
+from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
 from openafm.data.document import Document
 from openafm.data.pipeline.stage import Drop, Stage
 
 
 @lru_cache(maxsize=1)
 def _identifier():
-    import py3langid.langid as L
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
     return LanguageIdentifier.from_modelpath(L.MODEL_DIR / MODEL_FILE, norm_probs=True)
 
 

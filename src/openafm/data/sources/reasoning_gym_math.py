@@ -26,7 +26,7 @@ def format_problem(question: str, answer: str, worked: str | None) -> str:
 
 def _read(limit: int | None) -> Iterator[Document]:
     try:
-        import reasoning_gym
+        import reasoning_gym  # on use: an optional source, ~1 s to import
     except ImportError:
         raise MissingSourceError("the math source needs the PyPI package reasoning-gym "
                                  "(pip install reasoning-gym)") from None
