@@ -74,7 +74,7 @@ MOOD = {"title": "Mood", "type": "string", "enum": ["calm", "playful"]}
 CAT_BODY = {
     "title": "Cat", "description": "A cat", "type": "object",
     "properties": {
-        "name": {"description": "The cat's name", "type": "string", "pattern": "[A-Z][a-z]+"},
+        "name": {"description": "The cat's name", "type": "string", "pattern": "^(?:[A-Z][a-z]+)$"},
         "age": {"$ref": "#/$defs/Age"},
         "mood": {"$ref": "#/$defs/Mood"},
         "toys": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3},
@@ -118,7 +118,7 @@ def test_every_guide_kind_renders_to_its_json_schema_keywords():
         "price": {"type": "number", "minimum": 0.01},
         "weight": {"type": "number", "maximum": 10.0},
         "discount": {"type": "integer", "minimum": 0, "maximum": 100},
-        "code": {"type": "string", "pattern": r"\d+"},
+        "code": {"type": "string", "pattern": r"^(?:\d+)$"},  # a regex guide matches whole
         "labels": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
         "grid": {"type": "array", "items": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
         "flag": {"type": "boolean"},

@@ -43,7 +43,7 @@ from typing import Any, Sequence, Union, get_args, get_origin
 import llguidance
 
 from openafm.fm.errors import InvalidGenerationSchemaError
-from openafm.fm.guide import GenerationGuide, check_applicable, guide_keywords, split_array_guides
+from openafm.fm.guide import GenerationGuide, GuideType, check_applicable, guide_keywords, split_array_guides
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -254,9 +254,10 @@ class _Builder:
         if tp in _SCALARS:
             kind = _SCALARS[tp]
             schema = {"type": kind, **guide_keywords(guides, kind, where, tp.__name__)}
-            if "pattern" in schema:  # checked alone, so an error names the field
-                check_with_engine({"type": "string", "pattern": schema["pattern"]},
-                                  f"the regex guide {schema['pattern']!r} of {where}")
+            for g in guides:  # each regex checked alone, so an error names the field and the regex as written
+                if g.guide_type is GuideType.regex:
+                    check_with_engine({"type": "string", "pattern": schema["pattern"]},
+                                      f"the regex guide {g.value!r} of {where}")
             return schema
         origin, args = get_origin(tp), get_args(tp)
         if tp is list or origin is list:
