@@ -124,7 +124,8 @@ def run(lm, tokenizer, generate_limit: int, seed: int, max_new_tokens: int, *, s
     return {
         "source": source_name(), "schemas": len(schemas),
         "compiled": len(ok), "compile_rate": round(len(ok) / len(schemas), 3),
-        "rejected": sum(c["outcome"] == "rejected" for c in compiled), "bug": sum(c["outcome"] == "bug" for c in compiled),
+        "rejected": sum(c["outcome"] == "rejected" for c in compiled),
+        "bug": sum(c["outcome"] == "bug" for c in compiled),
         "rejection_reasons": dict(Counter(_reason(c["error"]) for c in compiled if c["outcome"] == "rejected")),
         "per_schema": compiled,
         "generation": {

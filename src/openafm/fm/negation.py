@@ -56,7 +56,8 @@ def negate(schema: Any, resolve: Resolve, depth: int = 0) -> Any:
 
 def _negate_keyword(key: str, value: Any, schema: dict, resolve: Resolve, depth: int) -> list[Any]:
     """The alternatives whose union is every value failing keyword ``key`` (with its siblings where they pair)."""
-    if key in ("then", "else", "additionalItems", "minContains", "maxContains") or kind_of(key) is KeywordKind.ANNOTATION:
+    alone = ("then", "else", "additionalItems", "minContains", "maxContains")
+    if key in alone or kind_of(key) is KeywordKind.ANNOTATION:
         return []   # alone (or annotations) they constrain nothing; then/else are read with `if`
     if key == "type":
         types = {value} if isinstance(value, str) else set(value)
