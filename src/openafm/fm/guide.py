@@ -1,4 +1,4 @@
-"""Generation guides: constraints on one field of a generable type (``apple_fm_sdk`` names).
+r"""Generation guides: constraints on one field of a generable type (``apple_fm_sdk`` names).
 
 A guide is attached to a dataclass-style field with :func:`guide`, which returns a
 ``dataclasses.field`` carrying the description and the guides as metadata (as in the SDK):
@@ -22,7 +22,7 @@ guide      applies to                   JSON Schema
 =========  ===========================  ==========================================
 anyOf      str (and list[str] items)    ``enum`` (GuideType.anyOf's value is "enum")
 constant   str                          ``enum`` of one value (as the SDK encodes it)
-regex      str                          ``pattern`` (the engine matches it whole)
+regex      str                          ``pattern``, anchored: ``^(?:regex)$``
 minimum    int, float                   ``minimum``
 maximum    int, float                   ``maximum``
 range      int, float                   ``minimum`` and ``maximum``
@@ -37,16 +37,35 @@ on a type it does not apply to raises :class:`UnsupportedGuideError`; guides tha
 (``minimum`` above ``maximum``) raise :class:`InvalidGenerationSchemaError`. Both are raised when
 the schema is built, naming the field, as the SDK raises them on first use rather than at class
 definition. A malformed guide value raises :class:`GuideValueError` at once.
+
+A regex guide means the *whole* value matches (as Apple's guide does), so it is written into the
+JSON Schema anchored, ``^(?:regex)$``: JSON Schema's ``pattern`` is a search (``"a"`` matches
+``"cat"``), and a pattern given unanchored in a raw JSON Schema keeps that meaning. The regex is in
+the decoding engine's syntax (llguidance, Rust ``regex`` flavour: ``\d`` and ``\w`` are ASCII, ``\s``
+Unicode, ``\p{L}`` classes, no look-around), and :func:`pattern_accepts` checks values with the same
+engine, so the check after generation and the grammar during it cannot disagree:
+
+>>> whole_match(r"\w")
+'^(?:\\w)$'
+>>> [pattern_accepts(whole_match(r"\w"), v) for v in ("N", "NY", "aNYb!")]
+[True, False, False]
+>>> [pattern_accepts(r"\w", v) for v in ("N", "NY", "aNYb!", "!")]
+[True, True, True, False]
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import field
 from enum import Enum
 from typing import Any, Sequence
 
+import llguidance
+
 from openafm.fm.errors import GuideValueError, InvalidGenerationSchemaError, UnsupportedGuideError
+from openafm.runtime.constrained import accepts_text
 
 
 class GuideType(Enum):
@@ -288,8 +307,24 @@ def _string_keywords(guides: Sequence[GenerationGuide], where: str) -> dict[str,
     if len(patterns) > 1:
         raise InvalidGenerationSchemaError(f"{where}: at most one regex guide per value, got {patterns!r}")
     if patterns:
-        out["pattern"] = patterns[0]
+        out["pattern"] = whole_match(patterns[0])
     return out
+
+
+def whole_match(regex: str) -> str:
+    """The JSON Schema ``pattern`` that a whole string matching ``regex`` satisfies (and nothing else)."""
+    return f"^(?:{regex})$"
+
+
+def pattern_accepts(pattern: str, value: str) -> bool:
+    """Whether ``value`` satisfies the JSON Schema ``pattern`` (a search, as JSON Schema defines it),
+    decided by the decoding engine that enforces the pattern during generation."""
+    return accepts_text(_string_grammar(pattern), json.dumps(value, ensure_ascii=False))
+
+
+@functools.lru_cache(maxsize=256)
+def _string_grammar(pattern: str) -> str:
+    return llguidance.LLMatcher.grammar_from_json_schema(json.dumps({"type": "string", "pattern": pattern}))
 
 
 def _bounds(guides: Sequence[GenerationGuide], where: str, low_type: GuideType, high_type: GuideType,

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import types
 from enum import Enum
 from typing import Any, Sequence, Union, get_args, get_origin
@@ -43,11 +44,13 @@ from typing import Any, Sequence, Union, get_args, get_origin
 import llguidance
 
 from openafm.fm.errors import InvalidGenerationSchemaError
-from openafm.fm.guide import GenerationGuide, check_applicable, guide_keywords, split_array_guides
+from openafm.fm.guide import GenerationGuide, GuideType, check_applicable, guide_keywords, split_array_guides
+from openafm.fm.raw_schema import normalize
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 _SCALARS: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_log = logging.getLogger(__name__)
 
 
 class Property:
@@ -95,6 +98,9 @@ class GenerationSchema:
         self.description = description
         self.properties = list(properties) if properties is not None else _default_properties(type_class)
         self.dynamic_nested_types = list(dynamic_nested_types)
+        # from_json_schema: the (where, keyword) pairs it dropped as annotations, and those it rewrote
+        self.ignored_keywords: list[tuple[str, str]] = []
+        self.rewritten_keywords: list[tuple[str, str]] = []
         if json_schema is not None:  # from_json_schema: already normalized and checked
             self._json = json_schema
         else:
@@ -128,12 +134,18 @@ class GenerationSchema:
 
     @classmethod
     def from_json_schema(cls, schema: dict) -> GenerationSchema:
-        """A schema from a raw JSON Schema, checked to be one the decoding engine enforces fully.
+        """A schema from a raw JSON Schema (any draft, 04 to 2020-12), checked to be one the engine enforces fully.
 
-        Keywords the engine ignores or does not implement raise :class:`InvalidGenerationSchemaError`
-        naming the keyword and where it is; so does anything the engine's compiler rejects
-        (an unsatisfiable range, a look-around in a pattern, an unknown ``format``). The SDK's
-        ``x-order`` lists reorder ``properties`` (the engine generates them in that order).
+        Each keyword is read by its kind in ``openafm.fm.keywords.KEYWORDS``: annotations and keywords of no
+        draft (``x-...``, ``errorMessage``, draft-04 ``id``) constrain nothing and are accepted, listed in
+        :attr:`ignored_keywords` as ``(where, keyword)`` and in a debug log line; ``not``, ``if``/``then``/``else``,
+        overlapping ``oneOf``, ``dependencies`` and a few more are rewritten into keywords the engine enforces,
+        admitting exactly the same values (listed in :attr:`rewritten_keywords`); a validation keyword with no
+        exact rewrite (``uniqueItems`` over several items, ``contains``, a ``not`` of a ``pattern``, an unknown
+        ``format``) raises :class:`InvalidGenerationSchemaError` naming it and where it is, as does anything the
+        engine's compiler rejects (an unsatisfiable range, a look-around, a remote ``$ref``). ``pattern`` keeps
+        JSON Schema's meaning, a search: ``"a"`` admits ``"cat"`` (a regex *guide* is anchored instead). The
+        SDK's ``x-order`` lists reorder ``properties`` (the engine generates them in that order).
 
         >>> s = GenerationSchema.from_json_schema({"type": "object", "properties": {"b": {"type": "string"},
         ...     "a": {"type": "integer"}}, "required": ["a", "b"], "x-order": ["a", "b"]})
@@ -146,9 +158,15 @@ class GenerationSchema:
         """
         if not isinstance(schema, dict):
             raise InvalidGenerationSchemaError(f"a JSON Schema must be a dict, got {type(schema).__name__}: {schema!r}")
-        normalized = _normalize_raw(schema, "#")
-        check_with_engine(normalized, "the JSON Schema")
-        return cls(type_class=None, description=normalized.get("description"), properties=[], json_schema=normalized)
+        result = normalize(schema)
+        check_with_engine(result.schema, "the JSON Schema")
+        made = cls(type_class=None, description=result.schema.get("description"), properties=[],
+                   json_schema=result.schema)
+        made.ignored_keywords, made.rewritten_keywords = result.ignored, result.rewritten
+        if result.ignored:
+            _log.debug("JSON Schema %r: ignored %d annotation keyword(s): %s", made.name, len(result.ignored),
+                       ", ".join(f"{k} at {w}" for w, k in result.ignored))
+        return made
 
     def __repr__(self) -> str:
         return f"GenerationSchema({self.name!r}, properties={[p.name for p in self.properties]!r})"
@@ -254,9 +272,10 @@ class _Builder:
         if tp in _SCALARS:
             kind = _SCALARS[tp]
             schema = {"type": kind, **guide_keywords(guides, kind, where, tp.__name__)}
-            if "pattern" in schema:  # checked alone, so an error names the field
-                check_with_engine({"type": "string", "pattern": schema["pattern"]},
-                                  f"the regex guide {schema['pattern']!r} of {where}")
+            for g in guides:  # each regex checked alone, so an error names the field and the regex as written
+                if g.guide_type is GuideType.regex:
+                    check_with_engine({"type": "string", "pattern": schema["pattern"]},
+                                      f"the regex guide {g.value!r} of {where}")
             return schema
         origin, args = get_origin(tp), get_args(tp)
         if tp is list or origin is list:
@@ -322,60 +341,6 @@ class _Builder:
             out["type"] = "number"
         out["enum"] = values
         return out
-
-
-# ---- raw JSON Schema -> checked, normalized JSON Schema ------------------------------------------
-
-# What llguidance enforces (its docs/json_schema.md) and what only annotates.
-_ENFORCED = frozenset({
-    "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions",
-    "properties", "additionalProperties", "patternProperties", "required", "minProperties", "maxProperties",
-    "items", "prefixItems", "minItems", "maxItems",
-    "minLength", "maxLength", "pattern", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-})
-_ANNOTATIONS = frozenset({"title", "description", "$comment", "$schema", "$id", "default", "examples",
-                          "deprecated", "readOnly", "writeOnly", "x-order"})
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalProperties")
-
-
-def _normalize_raw(node: Any, path: str) -> Any:
-    """Check every keyword of a raw schema (recursively) and apply ``x-order``; returns a copy."""
-    if isinstance(node, bool):
-        return node
-    if not isinstance(node, dict):
-        raise InvalidGenerationSchemaError(f"JSON Schema at {path} must be an object or a boolean, got {node!r}")
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key not in _ENFORCED and key not in _ANNOTATIONS:
-            raise InvalidGenerationSchemaError(
-                f"JSON Schema keyword {key!r} at {path} is not enforced by the decoding engine (llguidance); "
-                f"enforced keywords: {', '.join(sorted(_ENFORCED))}; annotations: {', '.join(sorted(_ANNOTATIONS))}")
-        if key in _SCHEMA_MAPS:
-            if not isinstance(value, dict):
-                raise InvalidGenerationSchemaError(f"JSON Schema {key!r} at {path} must be an object, got {value!r}")
-            value = {name: _normalize_raw(sub, f"{path}/{key}/{name}") for name, sub in value.items()}
-        elif key in _SCHEMA_LISTS:
-            if not isinstance(value, list):
-                raise InvalidGenerationSchemaError(f"JSON Schema {key!r} at {path} must be a list, got {value!r}")
-            value = [_normalize_raw(sub, f"{path}/{key}/{i}") for i, sub in enumerate(value)]
-        elif key in _SCHEMA_ONE:
-            value = _normalize_raw(value, f"{path}/{key}")
-        out[key] = value
-    if "x-order" in out:
-        out["properties"] = _apply_x_order(out.get("properties", {}), out["x-order"], path)
-    return out
-
-
-def _apply_x_order(properties: dict, order: Any, path: str) -> dict:
-    if not isinstance(order, list) or not all(isinstance(n, str) for n in order):
-        raise InvalidGenerationSchemaError(f"'x-order' at {path} must be a list of property names, got {order!r}")
-    unknown = [n for n in order if n not in properties]
-    if unknown:
-        raise InvalidGenerationSchemaError(f"'x-order' at {path} names properties that do not exist: {unknown}")
-    return {**{n: properties[n] for n in order}, **properties}
 
 
 def check_with_engine(schema: dict, what: str) -> None:

@@ -5,10 +5,20 @@ llguidance compiles a JSON Schema, Lark grammar or regex against the model's tok
 gives the set of tokens that keep the output inside the grammar (~15 µs for SmolLM2's 49,152 tokens) and,
 after a token is consumed, the tokens the grammar now forces (keys, punctuation, enum tails). The
 runtime appends forced tokens without sampling and runs them through the model in one forward pass.
+
+:func:`accepts_text` asks the same engine whether a grammar admits a whole text, byte by byte, with no
+model tokenizer: checks after generation (a guide's regex, a test's table of values) then agree with the
+grammar that constrained the output by construction.
+
+>>> accepts_text(llguidance.LLMatcher.grammar_from_regex(r"[a-z]+"), "momo")
+True
+>>> accepts_text(llguidance.LLMatcher.grammar_from_json_schema('{"type": "string", "pattern": "^a$"}'), '"ab"')
+False
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from typing import Any
@@ -38,6 +48,12 @@ def ll_tokenizer(tokenizer) -> Any:
     return _LL_TOKENIZERS[tokenizer]
 
 
+def json_schema_grammar(schema: dict) -> str:
+    """The grammar guided generation uses for ``schema``: compact JSON with the separators above."""
+    schema = {**schema, "x-guidance": {**COMPACT_JSON, **schema.get("x-guidance", {})}}
+    return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+
+
 class GrammarConstraint:
     """One sequence's grammar state: allowed-token masks, consumption, forced tokens."""
 
@@ -58,9 +74,7 @@ class GrammarConstraint:
 
     @classmethod
     def from_json_schema(cls, schema: dict, tokenizer) -> "GrammarConstraint":
-        schema = {**schema, "x-guidance": {**COMPACT_JSON, **schema.get("x-guidance", {})}}
-        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
-        return cls(grammar, tokenizer, description="JSON schema")
+        return cls(json_schema_grammar(schema), tokenizer, description="JSON schema")
 
     @classmethod
     def from_regex(cls, pattern: str, tokenizer) -> "GrammarConstraint":
@@ -107,3 +121,38 @@ class GrammarConstraint:
     def _raise_if_error(self) -> None:
         if self.matcher.is_error():
             raise GrammarError(f"{self.description}: {self.matcher.get_error()}")
+
+
+# ---- whole-text checks, no model ----------------------------------------------------------------
+
+class _ByteVocabulary:
+    """A vocabulary of the 256 bytes plus an end token: any UTF-8 text is one token per byte."""
+
+    eos_token_id = 256
+    bos_token_id = None
+    special_token_ids = [256]
+    tokens = [bytes([b]) for b in range(256)] + [b"<end>"]
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        return list(text if isinstance(text, bytes) else text.encode("utf-8"))
+
+
+@functools.cache
+def _byte_tokenizer() -> Any:
+    return llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteVocabulary()))
+
+
+def accepts_text(grammar: str, text: str) -> bool:
+    """Whether ``grammar`` (from ``LLMatcher.grammar_from_*``) admits ``text`` as a complete output.
+
+    Raises :class:`GrammarError` for a grammar the engine cannot compile. A text that is not valid
+    UTF-8 (a lone surrogate) is not admitted.
+    """
+    matcher = llguidance.LLMatcher(_byte_tokenizer(), grammar)
+    if matcher.is_error():
+        raise GrammarError(f"the grammar cannot be compiled: {matcher.get_error()}")
+    try:
+        data = list(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return matcher.validate_tokens(data) == len(data) and matcher.consume_tokens(data) and matcher.is_accepting()
