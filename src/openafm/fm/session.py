@@ -24,7 +24,8 @@ from openafm.fm.guardrails import Guardrails, enforce
 from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
 from openafm.fm.schema import GenerationSchema
-from openafm.fm.tool import Tool, answer_grammar, parse_tool_calls, run_tool, tool_call_grammar, tool_spec, tools_prompt
+from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar, tool_spec,
+                             tools_prompt)
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
@@ -45,12 +46,7 @@ class LanguageModelSession:
         self.model = model if model is not None else SystemLanguageModel()
         self.instructions = instructions
         self.tools = list(tools or [])
-        names = [t.name for t in self.tools]
-        for t in self.tools:
-            if not isinstance(t, Tool):
-                raise TypeError(f"tools must be Tool instances, got {type(t).__name__}")
-        if len(set(names)) != len(names):
-            raise ValueError(f"tool names must be unique, got {names}")
+        check_tools(self.tools)          # several alike tools may share a name, as in the SDK
         self.transcript = Transcript()
         self._messages: list[dict] = []
         system = "\n\n".join(p for p in (instructions, tools_prompt(self.tools) if self.tools else None) if p)
