@@ -1,6 +1,7 @@
 """Tool construction fails as Apple's SDK fails (apple/python-apple-fm-sdk src/apple_fm_sdk/tool.py
 `_verify_subclass_`), and a session may hold several alike tools of one name, as the SDK allows."""
 
+import asyncio
 import json
 
 import pytest
@@ -86,6 +87,8 @@ def test_several_instances_of_one_tool_class_share_a_session():
     calls = parse_tool_calls('<tool_call>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</tool_call>',
                              [first, second])
     assert calls == [(first, {"city": "Oslo"})]                         # a call goes to the first of them
+    entries = asyncio.run(session.transcript.to_dict())["transcript"]["entries"]
+    assert [t["function"]["name"] for t in entries[0]["tools"]] == ["get_weather", "get_weather"]
 
 
 def test_tools_that_share_a_name_but_differ_are_refused_naming_both():

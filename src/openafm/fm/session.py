@@ -26,7 +26,7 @@ from openafm.fm.options import GenerationOptions
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar, tool_spec,
                              tools_prompt)
-from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content
+from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
 
@@ -63,16 +63,19 @@ class LanguageModelSession:
     @classmethod
     def from_transcript(cls, transcript: Transcript, model: SystemLanguageModel | None = None,
                         tools: list[Tool] | None = None) -> "LanguageModelSession":
+        """A session that goes on from `transcript`, which it keeps (as the SDK: `session.transcript is
+        transcript`, and new turns are appended to it). Tools in the transcript are history only: pass `tools`
+        for the model to call tools in this session."""
         entries = transcript.entries
         instructions = next((entry_text(e) for e in entries if e["role"] == "instructions"), None)
         session = cls(instructions=instructions, model=model, tools=tools)
+        session.transcript = transcript
         for e in entries:
             if e["role"] == "instructions":
                 continue
             role = {"user": "user", "response": "assistant", "tool": "tool"}[e["role"]]
             session._messages.append({"role": role, "content": _response_text(e) if role == "assistant"
                                       else entry_text(e)})
-            session.transcript.append(e)
         return session
 
     @property
@@ -297,8 +300,8 @@ def _snapshot(text, generating, target):
 
 
 def _response_text(entry: dict) -> str:
-    calls = entry.get("toolCalls")
+    calls = tool_calls(entry)
     if calls:
-        body = [{"name": c["toolName"], "arguments": c["arguments"]} for c in calls]
+        body = [{"name": name, "arguments": arguments} for name, arguments in calls]
         return "<tool_call>" + json.dumps(body, separators=(", ", ": ")) + "</tool_call>"
     return entry_text(entry)
