@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["errors", "guide", "schema", "content", "generable"]
+MODULES = ["errors", "guide", "schema", "content", "generable", "prompt"]
 
 
 @pytest.mark.parametrize("name", MODULES)

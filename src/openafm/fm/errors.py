@@ -191,14 +191,17 @@ class ToolCallError(FoundationModelsError):
 class PromptError(OpenAFMError):
     """A prompt could not be built (``apple_fm_sdk.PromptError``; not a FoundationModelsError).
 
-    Raised by the prompt layer for invalid prompt components.
+    Raised by ``respond`` / ``stream_response`` / ``token_count`` for a prompt that is not a str, an
+    Attachment or a list of them; the message names the component and its position.
     """
 
 
 class ImagePromptError(PromptError):
     """An image attachment could not be used (missing file, or a model without vision input).
 
-    Raised by the prompt layer when an image attachment is added.
+    Raised by ``ImageAttachment(path)`` for a path that is not a file, and by ``respond`` /
+    ``stream_response`` / ``token_count`` for a prompt holding an image while the model takes text only
+    (every openafm model, until vision support); the message names the model and the image.
     """
 
 

@@ -26,7 +26,8 @@ from openafm.errors import OpenAFMError
 from openafm.fm.adapter import Adapter
 from openafm.fm.errors import ConcurrentRequestsError
 from openafm.fm.schema import GenerationSchema
-from openafm.fm.tool import tools_prompt
+from openafm.fm.prompt import prompt_text
+from openafm.fm.tool import Tool, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text
 from openafm.runtime.language_model import LanguageModel
 
@@ -142,20 +143,20 @@ class SystemLanguageModel:
         return SystemLanguageModelVariant(display_name=f"openafm {self.model_name}{suffix}")
 
     async def token_count(self, value=None, *, instructions: str | None = None) -> int:
-        """Tokens a prompt, instructions, a GenerationSchema, a Transcript or a list of Tools would use."""
+        """Tokens a prompt (a str, an Attachment or a list of them), instructions, a GenerationSchema, a
+        Transcript or a list of Tools would use. A list is Tools when every item is a Tool, else a prompt (as
+        the SDK reads it), so a list mixing both raises PromptError naming the Tool."""
         if (value is None) == (instructions is None):
             raise ValueError("token_count() takes either a value or instructions, not both or neither")
         if instructions is not None:
             text = instructions
-        elif isinstance(value, str):
-            text = value
         elif isinstance(value, GenerationSchema):
             text = json.dumps(value.to_json_schema())
         elif isinstance(value, Transcript):
             text = "".join(entry_text(e) for e in value.entries)
-        elif isinstance(value, list):
+        elif isinstance(value, list) and value and all(isinstance(t, Tool) for t in value):
             text = tools_prompt(value)
         else:
-            raise ValueError(f"token_count() cannot count a {type(value).__name__}")
+            text = prompt_text(value, model=self.model_name)
         lm = await asyncio.to_thread(self.language_model)
         return len(lm.tokenizer.encode(text))

@@ -23,6 +23,7 @@ from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeErr
 from openafm.fm.guardrails import Guardrails, enforce
 from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
+from openafm.fm.prompt import Prompt, prompt_text
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar, tool_spec,
                              tools_prompt)
@@ -88,19 +89,24 @@ class LanguageModelSession:
         self._sync(conv, add_generation_prompt=False)
         conv.prefill()
 
-    async def respond(self, prompt: str, generating: Any = None, *, schema: GenerationSchema | None = None,
+    async def respond(self, prompt: Prompt, generating: Any = None, *, schema: GenerationSchema | None = None,
                       json_schema: dict | None = None, include_schema_in_prompt: bool = True,
                       options: GenerationOptions | None = None) -> Any:
-        """Plain text; an instance of `generating`; or GeneratedContent for `schema` / `json_schema`."""
+        """Plain text; an instance of `generating`; or GeneratedContent for `schema` / `json_schema`.
+
+        `prompt`: a str, an Attachment, or a list of them (see openafm.fm.prompt)."""
+        prompt = prompt_text(prompt, model=self.model.model_name)
         target = _target_schema(generating, schema, json_schema)
         text, value = await self._run(prompt, target, include_schema_in_prompt, options, None)
         return _result(text, value, generating, target)
 
-    async def stream_response(self, prompt: str, generating: Any = None, *, schema: GenerationSchema | None = None,
-                              json_schema: dict | None = None, include_schema_in_prompt: bool = True,
+    async def stream_response(self, prompt: Prompt, generating: Any = None, *,
+                              schema: GenerationSchema | None = None, json_schema: dict | None = None,
+                              include_schema_in_prompt: bool = True,
                               options: GenerationOptions | None = None) -> AsyncIterator[Any]:
         """Snapshots as the response grows: the text so far, or the partially generated object (its fields
         fill in one by one). The last snapshot equals what `respond` returns."""
+        prompt = prompt_text(prompt, model=self.model.model_name)
         target = _target_schema(generating, schema, json_schema)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
