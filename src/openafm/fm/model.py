@@ -19,6 +19,7 @@ import dataclasses
 import enum
 import json
 import threading
+import warnings
 
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
@@ -63,6 +64,21 @@ class SystemLanguageModelVariant:
     display_name: str
 
 
+def _use_case(value) -> SystemLanguageModelUseCase:
+    """A use case; an integer code the SDK does not know becomes GENERAL with a warning, as Apple's framework does
+    ("Unknown SystemLanguageModel use case N, defaulting to .general"). Not an integer code: ValueError."""
+    if isinstance(value, SystemLanguageModelUseCase):
+        return value
+    code = getattr(value, "value", value)                 # the SDK passes `use_case.value` to the framework
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise ValueError(f"use_case must be a SystemLanguageModelUseCase, got {value!r}")
+    if code in SystemLanguageModelUseCase._value2member_map_:
+        return SystemLanguageModelUseCase(code)
+    warnings.warn(f"Unknown SystemLanguageModel use case {value!r}, defaulting to GENERAL (known: "
+                  f"{', '.join(f'{m.name}={m.value}' for m in SystemLanguageModelUseCase)})", stacklevel=3)
+    return SystemLanguageModelUseCase.GENERAL
+
+
 class SystemLanguageModel:
     Adapter = Adapter
 
@@ -70,8 +86,7 @@ class SystemLanguageModel:
                  guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT,
                  adapter: Adapter | None = None, *, model: str = DEFAULT_MODEL,
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS):
-        if not isinstance(use_case, SystemLanguageModelUseCase):
-            raise ValueError(f"use_case must be a SystemLanguageModelUseCase, got {use_case!r}")
+        use_case = _use_case(use_case)
         if not isinstance(guardrails, SystemLanguageModelGuardrails):
             raise ValueError(f"guardrails must be a SystemLanguageModelGuardrails, got {guardrails!r}")
         if adapter is not None and not isinstance(adapter, Adapter):

@@ -18,7 +18,7 @@ import json
 from typing import Any, AsyncIterator
 
 from openafm.errors import ContextWindowExceededError
-from openafm.fm.content import GeneratedContent
+from openafm.fm.content import GeneratedContent, non_json
 from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeError, GenerationError
 from openafm.fm.guardrails import Guardrails, enforce
 from openafm.fm.model import SystemLanguageModel
@@ -279,6 +279,13 @@ def _target_schema(generating, schema, json_schema) -> GenerationSchema | None:
             raise ValueError(f"schema must be a GenerationSchema, got {type(schema).__name__}")
         return schema
     if json_schema is not None:
+        if not isinstance(json_schema, dict):          # a GenerationError, as the SDK's
+            hint = "; parse the JSON text with json.loads first" if isinstance(json_schema, str) else ""
+            raise GenerationError(f"json_schema has the wrong format: it must be a dict (a JSON Schema object), "
+                                  f"got {type(json_schema).__name__} {str(json_schema)[:80]!r}{hint}")
+        problem = non_json("json_schema", json_schema)
+        if problem is not None:                        # TypeError, as json.dumps raises in the SDK
+            raise TypeError(f"json_schema is not JSON serializable: {problem}")
         return GenerationSchema.from_json_schema(json_schema)
     return None
 
