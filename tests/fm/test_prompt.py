@@ -84,7 +84,8 @@ def test_a_list_prompt_is_answered_and_recorded_as_its_lines():
     answer, streamed, transcript, messages = asyncio.run(go())
     assert isinstance(answer, str) and answer and streamed and all(isinstance(s, str) for s in streamed)
     users = [e for e in transcript["transcript"]["entries"] if e["role"] == "user"]
-    assert [u["contents"][0]["text"] for u in users] == ["Name a colour.\nAnswer in one word.", "Name a fruit.\nOne word."]
+    assert [u["contents"][0]["text"] for u in users] == ["Name a colour.\nAnswer in one word.",
+                                                         "Name a fruit.\nOne word."]
     assert messages[0] == {"role": "user", "content": "Name a colour.\nAnswer in one word."}
 
 

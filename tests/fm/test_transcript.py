@@ -41,7 +41,8 @@ def test_a_resumed_session_keeps_the_transcript_object_and_sees_the_history():
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user", "assistant"]
     assert session._messages[0]["content"] == "You help people plan walks. Use the trail tool to look trails up."
     call = session._messages[2]["content"]       # the tool call as the model writes one, arguments as an object
-    assert call == '<tool_call>[{"name": "findTrails", "arguments": {"town": "Keswick", "maxKilometres": 5}}]</tool_call>'
+    assert call == ('<tool_call>[{"name": "findTrails", "arguments": {"town": "Keswick", "maxKilometres": 5}}]'
+                    '</tool_call>')
     assert session._messages[4]["content"] == '{"trail": "Friar\'s Crag", "kilometres": 2.4}'
     assert session.tools == []                      # tools in a transcript are history only, as in the SDK
 

@@ -26,8 +26,8 @@ from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.errors import OpenAFMError
 from openafm.fm.adapter import Adapter
 from openafm.fm.errors import ConcurrentRequestsError
-from openafm.fm.schema import GenerationSchema
 from openafm.fm.prompt import prompt_text
+from openafm.fm.schema import GenerationSchema
 from openafm.fm.tool import Tool, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text
 from openafm.runtime.language_model import LanguageModel

@@ -26,7 +26,6 @@ from __future__ import annotations
 import abc
 import os
 from pathlib import Path
-from typing import Union
 
 from openafm.fm.errors import ImagePromptError, PromptError
 
@@ -78,8 +77,8 @@ class ImageAttachment(Attachment):
         return f"ImageAttachment({str(self._path)!r}" + (f", label={self._label!r})" if self._label else ")")
 
 
-PromptComponent = Union[str, Attachment]
-Prompt = Union[PromptComponent, list[PromptComponent]]
+PromptComponent = str | Attachment
+Prompt = PromptComponent | list[PromptComponent]
 
 
 def prompt_components(prompt: Prompt) -> list[PromptComponent]:

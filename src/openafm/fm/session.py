@@ -25,8 +25,16 @@ from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
 from openafm.fm.prompt import Prompt, prompt_text
 from openafm.fm.schema import GenerationSchema
-from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar, tool_spec,
-                             tools_prompt)
+from openafm.fm.tool import (
+    Tool,
+    answer_grammar,
+    check_tools,
+    parse_tool_calls,
+    run_tool,
+    tool_call_grammar,
+    tool_spec,
+    tools_prompt,
+)
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
