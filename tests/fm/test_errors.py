@@ -1,6 +1,11 @@
 """The error types have the SDK's names and hierarchy (apple/python-apple-fm-sdk, src/apple_fm_sdk/errors.py
 and prompt.py, v0.2.1), are OpenAFMErrors, and keep the SDK's constructor signatures."""
 
+import asyncio
+import datetime
+import enum
+import warnings
+
 import pytest
 
 import openafm.fm as fm
@@ -68,3 +73,46 @@ def test_generation_error_codes_match_the_sdk():
 def test_each_error_documents_what_raises_it(name):
     doc = getattr(fm, name).__doc__
     assert doc and len(doc.split()) >= 8, f"{name} needs a docstring saying when it is raised"
+
+
+# ---- errors raised where and as the SDK raises them (apple tests/test_error_handling.py and the SDK's source) ----
+
+def test_json_schema_that_is_not_a_dict_or_not_json_raises_as_the_sdk():
+    session = fm.LanguageModelSession()
+    prompt = "Generate the date of my cat's birthday"
+    with pytest.raises(TypeError, match=r"json_schema is not JSON serializable: json_schema\['unexpected_field'\]: "
+                                        r"date 2024-02-29"):
+        asyncio.run(session.respond(prompt, json_schema={"unexpected_field": datetime.date(2024, 2, 29)}))
+    for text in ('{"key1": "value1", "key2": 42}', "Just a plain string, not JSON"):
+        with pytest.raises(fm.GenerationError, match="json_schema has the wrong format: it must be a dict .* got str"):
+            asyncio.run(session.respond(prompt, json_schema=text))
+    assert len(session.transcript) == 0 and session._conversation is None
+
+
+def test_an_unsupported_field_type_says_invalid_generation_schema():
+    @fm.generable()
+    class DateExample:
+        date: datetime.date
+
+    with pytest.raises(fm.InvalidGenerationSchemaError,
+                       match="^invalid generation schema: field 'DateExample.date' has unsupported type date"):
+        DateExample.generation_schema().to_dict()
+    with pytest.raises(fm.InvalidGenerationSchemaError, match="^invalid generation schema: a JSON Schema must be"):
+        fm.GenerationSchema.from_json_schema("{}")
+
+
+def test_an_unknown_use_case_falls_back_to_general_with_a_warning():
+    class Other(enum.IntEnum):
+        SUMMARY = 7
+        TAGS = 1
+
+    with pytest.warns(UserWarning, match=r"Unknown SystemLanguageModel use case 7, defaulting to GENERAL"):
+        assert fm.SystemLanguageModel(use_case=7).use_case is fm.SystemLanguageModelUseCase.GENERAL
+    with pytest.warns(UserWarning, match=r"use case <Other.SUMMARY: 7>"):
+        assert fm.SystemLanguageModel(use_case=Other.SUMMARY).use_case is fm.SystemLanguageModelUseCase.GENERAL
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                  # a code the framework knows: no warning
+        assert fm.SystemLanguageModel(use_case=Other.TAGS).use_case is fm.SystemLanguageModelUseCase.CONTENT_TAGGING
+        assert fm.SystemLanguageModel().use_case is fm.SystemLanguageModelUseCase.GENERAL
+    with pytest.raises(ValueError, match="use_case must be a SystemLanguageModelUseCase, got 'general'"):
+        fm.SystemLanguageModel(use_case="general")

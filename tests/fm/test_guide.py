@@ -125,7 +125,8 @@ def test_messages_list_the_guides_that_would_apply():
 def test_contradictory_guides_raise_invalid_schema_naming_field_and_guides(annotation, kwargs, detail):
     with pytest.raises(fm.InvalidGenerationSchemaError) as info:
         probe(annotation, **kwargs).generation_schema()
-    assert str(info.value).startswith("field 'Probe.field': guides ") and detail in str(info.value)
+    message = str(info.value)
+    assert message.startswith("invalid generation schema: field 'Probe.field': guides ") and detail in message
 
 
 def test_guides_intersect():

@@ -194,7 +194,7 @@ def test_unsupported_field_types_raise_naming_the_field(annotation, detail):
     cls = fm.generable(type("Odd", (), {"__annotations__": {"x": annotation}}))
     with pytest.raises(fm.InvalidGenerationSchemaError) as info:
         cls.generation_schema()
-    assert str(info.value).startswith("field 'Odd.x'") and detail in str(info.value)
+    assert str(info.value).startswith("invalid generation schema: field 'Odd.x'") and detail in str(info.value)
 
 
 def test_two_types_with_one_name_are_refused():
@@ -210,7 +210,8 @@ def test_a_pattern_the_engine_cannot_compile_is_refused():
     with pytest.raises(fm.InvalidGenerationSchemaError) as info:
         cls.generation_schema()
     message = str(info.value)
-    assert message.startswith("the decoding engine (llguidance) rejects the regex guide '(?=a)a' of field 'Look.s'")
+    assert message.startswith("invalid generation schema: the decoding engine (llguidance) rejects the regex guide "
+                              "'(?=a)a' of field 'Look.s'")
     assert "look-around" in message
 
 
@@ -266,7 +267,7 @@ def test_raw_schema_with_standard_enforced_keywords_is_accepted():
 def test_raw_schema_with_a_keyword_the_engine_does_not_enforce_raises_naming_it(keyword, raw, where):
     with pytest.raises(fm.InvalidGenerationSchemaError) as info:
         GenerationSchema.from_json_schema(raw)
-    assert str(info.value).startswith(f"JSON Schema keyword {keyword!r} at {where} is not enforced")
+    assert str(info.value).startswith(f"invalid generation schema: JSON Schema keyword {keyword!r} at {where} is not")
 
 
 @pytest.mark.parametrize("raw, detail", [

@@ -104,7 +104,11 @@ def test_tool_call_round_trip_records_calls_and_transcript():
     roles = [e["role"] for e in transcript["transcript"]["entries"]]
     assert roles[:3] == ["instructions", "user", "response"] and "tool" in roles and roles[-1] == "response"
     call_entry = next(e for e in transcript["transcript"]["entries"] if e.get("toolCalls"))
-    assert call_entry["toolCalls"][0]["toolName"] == "get_weather"
+    call = call_entry["toolCalls"][0]                   # Apple's form: name, and the arguments as a JSON string
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Paris"}
+    assert "contents" not in call_entry
+    tool_entry = next(e for e in transcript["transcript"]["entries"] if e["role"] == "tool")
+    assert tool_entry["toolCallID"] == call["id"] and tool_entry["toolName"] == "get_weather"
 
 
 def test_a_failing_tool_raises_tool_call_error_and_the_session_is_unchanged():
@@ -139,8 +143,11 @@ def test_transcript_json_round_trip_and_resume():
         again = await s2.respond("And 3 + 3?")
         return data, await restored.to_dict(), again
     data, back, again = run(go())
-    assert data == back and data["type"] == "FoundationModels.Transcript"
-    assert isinstance(again, str) and again
+    assert data["type"] == "FoundationModels.Transcript" and back["type"] == data["type"]
+    # the resumed session keeps the restored object (as the SDK), so the new turn is appended to it
+    before, after = data["transcript"]["entries"], back["transcript"]["entries"]
+    assert after[:len(before)] == before and [e["role"] for e in after[len(before):]] == ["user", "response"]
+    assert isinstance(again, str) and again and after[-1]["contents"][0]["text"] == again
 
 
 def test_error_conditions():

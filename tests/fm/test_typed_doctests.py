@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["errors", "guide", "schema", "content", "generable", "keywords", "negation", "raw_schema"]
+MODULES = ["errors", "guide", "schema", "content", "generable", "keywords", "negation", "raw_schema", "prompt"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,8 +1,17 @@
 """openafm.fm: the Foundation Models framework with the names of Apple's ``apple_fm_sdk`` (0.2.x).
 
 Code written for the SDK runs after ``import openafm.fm as fm``. ``__all__`` holds exactly the SDK's public
-names that openafm has (``SDK_NAMES``) plus openafm's documented extensions (``EXTENSIONS``); the SDK's prompt
-types (Prompt, PromptComponent, Attachment, ImageAttachment) are not here yet.
+names (``SDK_NAMES``) plus openafm's documented extensions (``EXTENSIONS``, a comment each).
+
+openafm's extensions that are not names (the SDK has none of them; code written for the SDK never needs them):
+
+    LanguageModelSession   tool_choice=; respond(include_schema_in_prompt=); stream_response of structured
+                           output (generating= / schema= / json_schema=); prewarm(); last_prefill
+    SystemLanguageModel    model= (which openafm model), adapter=, max_concurrent_requests=; unavailable_detail
+    GenerationSchema       to_json_schema(), from_json_schema() (a raw JSON Schema, checked for the decoder)
+    GeneratedContent       from_partial_json() (streamed snapshots)
+    Transcript             Transcript(entries), append(), entries, to_json(), len()
+    ImageAttachment        a str path as well as a pathlib.Path; path and label properties
 
 Modules:
 
@@ -16,6 +25,7 @@ Modules:
     negation.py    the exact complement of a schema (for not, if/else, oneOf) and proofs that two schemas are disjoint
     content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
     options.py     GenerationOptions, SamplingMode
+    prompt.py      Prompt, PromptComponent, Attachment, ImageAttachment: what respond takes, read as text
     tool.py        Tool, the tool-call grammar and the tools prompt
     transcript.py  Transcript: a session's entries, to and from dictionaries
     adapter.py     SystemLanguageModel.Adapter: a LoRA adapter file tied to its base weights
@@ -56,13 +66,15 @@ from openafm.fm.model import (
     SystemLanguageModelVariant,
 )
 from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
+from openafm.fm.prompt import Attachment, ImageAttachment, Prompt, PromptComponent
 from openafm.fm.schema import GenerationSchema, Property
 from openafm.fm.session import LanguageModelSession
 from openafm.fm.tool import Tool
 from openafm.fm.transcript import Transcript
 
 SDK_NAMES = [
-    "SystemLanguageModel", "LanguageModelSession", "PromptError", "ImagePromptError", "Transcript",
+    "SystemLanguageModel", "LanguageModelSession", "Attachment", "ImageAttachment", "PromptComponent", "Prompt",
+    "PromptError", "ImagePromptError", "Transcript",
     "SystemLanguageModelUseCase", "SystemLanguageModelGuardrails", "SystemLanguageModelUnavailableReason",
     "SystemLanguageModelVariant", "Tool", "FoundationModelsError", "GenerationError", "ExceededContextWindowSizeError",
     "AssetsUnavailableError", "GuardrailViolationError", "UnsupportedGuideError", "UnsupportedLanguageOrLocaleError",

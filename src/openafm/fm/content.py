@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 import uuid
 from typing import Any, get_args, get_origin
@@ -68,10 +69,11 @@ class GeneratedContent:
     """
 
     def __init__(self, content_dict: Any = None, id: GenerationID | None = None, *, is_complete: bool = True):
-        try:  # a private copy, with tuples made lists: exactly what JSON can say
-            self._content_dict = json.loads(json.dumps({} if content_dict is None else content_dict, allow_nan=False))
-        except (TypeError, ValueError) as e:
-            raise DecodingFailureError(f"GeneratedContent holds JSON values only; {content_dict!r}: {e}") from e
+        problem = non_json("content_dict", content_dict)
+        if problem is not None:  # TypeError, as the SDK's
+            raise TypeError(f"GeneratedContent holds JSON values only; it is not JSON serializable: {problem}")
+        # a private copy, with tuples made lists: exactly what JSON can say
+        self._content_dict = json.loads(json.dumps({} if content_dict is None else content_dict))
         self.id = id or GenerationID()
         self._is_complete = is_complete
 
@@ -105,8 +107,8 @@ class GeneratedContent:
 
         Without ``type_class`` the raw JSON value is returned (a copy). With it, the value is
         checked and converted: scalars by type, lists item by item, enums by value, ``@generable``
-        classes field by field including their guides. A missing property is ``None`` when
-        ``type_class`` is Optional (or not given), an error otherwise.
+        classes field by field including their guides. A property that is missing or null is ``None``
+        whatever ``type_class`` is, as in the SDK (``value(int, "missing_key")`` is None).
         """
         raw, where = self._content_dict, "content"
         if for_property is not None:
@@ -115,10 +117,7 @@ class GeneratedContent:
                     f"content is {_show(raw)}, not an object; it has no property {for_property!r}")
             where = for_property
             if raw.get(for_property) is None:
-                if type_class is None or unwrap_optional(type_class, where)[1]:
-                    return None
-                state = "null" if for_property in raw else f"missing (content has {sorted(raw)})"
-                raise ContentConversionError(f"{where}: required property is {state}")
+                return None
             raw = raw[for_property]
         if type_class is None:
             return copy.deepcopy(raw)
@@ -131,6 +130,33 @@ class GeneratedContent:
 
     def __repr__(self) -> str:
         return f"GeneratedContent({self.to_json()})"
+
+
+def non_json(where: str, value: Any) -> str | None:
+    """Where ``value`` stops being JSON, e.g. ``"content_dict['born']: date 2020-01-02"``; None if it is JSON.
+
+    JSON is None, bool, int, finite float, str, lists (or tuples) of JSON and dicts of JSON (keys: str, or
+    scalars ``json.dumps`` writes as strings).
+
+    >>> import datetime
+    >>> non_json("schema", {"a": [1, {"b": datetime.date(2020, 1, 2)}]})
+    "schema['a'][1]['b']: date 2020-01-02 (not a JSON value)"
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where}: {value!r} (JSON numbers are finite)"
+    if isinstance(value, (list, tuple)):
+        return next((p for i, v in enumerate(value) if (p := non_json(f"{where}[{i}]", v)) is not None), None)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not (k is None or isinstance(k, (str, int, float, bool))):   # json.dumps makes these strings
+                return f"{where}: key {k!r} of type {type(k).__name__} (JSON object keys are strings)"
+            problem = non_json(f"{where}[{k!r}]", v)
+            if problem is not None:
+                return problem
+        return None
+    return f"{where}: {type(value).__name__} {str(value)[:60]} (not a JSON value)"
 
 
 # ---- JSON value -> typed value ----------------------------------------------------------------

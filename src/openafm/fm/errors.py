@@ -51,24 +51,39 @@ class InvalidGenerationSchemaError(FoundationModelsError):
     an unsupported type or with contradictory guides (``minimum`` above ``maximum``, an empty
     ``anyOf`` after intersecting guides), and by :meth:`GenerationSchema.from_json_schema` for a
     raw JSON Schema using a keyword the engine (llguidance) does not enforce; the message names the
-    field or keyword.
+    field or keyword. Every message starts "invalid generation schema: " (as the SDK's say "Invalid generation
+    schema provided: ...").
+
+    >>> str(InvalidGenerationSchemaError("field 'Cat.born' has unsupported type date"))
+    "invalid generation schema: field 'Cat.born' has unsupported type date"
     """
+
+    PREFIX = "invalid generation schema: "
+
+    def __init__(self, message: str = "", *args: Any):
+        super().__init__(message if str(message).startswith(self.PREFIX) else self.PREFIX + str(message), *args)
 
 
 class GenerableDecoratorError(InvalidGenerationSchemaError):
     """``@generable`` was applied to something it cannot make generable.
 
     Raised by :func:`generable` for a non-class, a class without annotated fields, a class the
-    ``dataclass`` decorator rejects (for example a mutable default) or unresolvable type hints.
+    ``dataclass`` decorator rejects (for example a mutable default) or unresolvable type hints. Its message
+    has no "invalid generation schema" prefix: it is about the decorator's use, not a schema.
     """
+
+    PREFIX = ""
 
 
 class GuideValueError(InvalidGenerationSchemaError, ValueError):
     """A guide was given a malformed value (openafm addition; the SDK raises ``ValueError``).
 
     Raised by :func:`guide` and the :class:`GenerationGuide` factories, for example for
-    ``count=0``, ``anyOf="red"`` or ``range=(1, 2, 3)``; the message names the guide and the value.
+    ``count=0``, ``anyOf="red"`` or ``range=(1, 2, 3)``; the message names the guide and the value (no
+    "invalid generation schema" prefix: the SDK's message here is a plain ValueError's).
     """
+
+    PREFIX = ""
 
 
 class ExceededContextWindowSizeError(GenerationError):
@@ -176,14 +191,17 @@ class ToolCallError(FoundationModelsError):
 class PromptError(OpenAFMError):
     """A prompt could not be built (``apple_fm_sdk.PromptError``; not a FoundationModelsError).
 
-    Raised by the prompt layer for invalid prompt components.
+    Raised by ``respond`` / ``stream_response`` / ``token_count`` for a prompt that is not a str, an
+    Attachment or a list of them; the message names the component and its position.
     """
 
 
 class ImagePromptError(PromptError):
     """An image attachment could not be used (missing file, or a model without vision input).
 
-    Raised by the prompt layer when an image attachment is added.
+    Raised by ``ImageAttachment(path)`` for a path that is not a file, and by ``respond`` /
+    ``stream_response`` / ``token_count`` for a prompt holding an image while the model takes text only
+    (every openafm model, until vision support); the message names the model and the image.
     """
 
 

@@ -280,7 +280,7 @@ def guide_keywords(guides: Sequence[GenerationGuide], kind: str, where: str, typ
     >>> guide_keywords([GenerationGuide.minimum(3), GenerationGuide.maximum(1)], "number", "field 'P.w'", "float")
     Traceback (most recent call last):
     ...
-    openafm.fm.errors.InvalidGenerationSchemaError: field 'P.w': guides ... leave no value (minimum 3 > maximum 1)
+    openafm.fm.errors.InvalidGenerationSchemaError: invalid generation schema: field 'P.w': ... 3 > maximum 1)
     """
     check_applicable(guides, kind, where, type_name)
     if not guides:

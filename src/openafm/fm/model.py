@@ -19,14 +19,16 @@ import dataclasses
 import enum
 import json
 import threading
+import warnings
 
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.errors import OpenAFMError
 from openafm.fm.adapter import Adapter
 from openafm.fm.errors import ConcurrentRequestsError
+from openafm.fm.prompt import prompt_text
 from openafm.fm.schema import GenerationSchema
-from openafm.fm.tool import tools_prompt
+from openafm.fm.tool import Tool, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text
 from openafm.runtime.language_model import LanguageModel
 
@@ -62,6 +64,21 @@ class SystemLanguageModelVariant:
     display_name: str
 
 
+def _use_case(value) -> SystemLanguageModelUseCase:
+    """A use case; an integer code the SDK does not know becomes GENERAL with a warning, as Apple's framework does
+    ("Unknown SystemLanguageModel use case N, defaulting to .general"). Not an integer code: ValueError."""
+    if isinstance(value, SystemLanguageModelUseCase):
+        return value
+    code = getattr(value, "value", value)                 # the SDK passes `use_case.value` to the framework
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise ValueError(f"use_case must be a SystemLanguageModelUseCase, got {value!r}")
+    if code in SystemLanguageModelUseCase._value2member_map_:
+        return SystemLanguageModelUseCase(code)
+    warnings.warn(f"Unknown SystemLanguageModel use case {value!r}, defaulting to GENERAL (known: "
+                  f"{', '.join(f'{m.name}={m.value}' for m in SystemLanguageModelUseCase)})", stacklevel=3)
+    return SystemLanguageModelUseCase.GENERAL
+
+
 class SystemLanguageModel:
     Adapter = Adapter
 
@@ -69,8 +86,7 @@ class SystemLanguageModel:
                  guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT,
                  adapter: Adapter | None = None, *, model: str = DEFAULT_MODEL,
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS):
-        if not isinstance(use_case, SystemLanguageModelUseCase):
-            raise ValueError(f"use_case must be a SystemLanguageModelUseCase, got {use_case!r}")
+        use_case = _use_case(use_case)
         if not isinstance(guardrails, SystemLanguageModelGuardrails):
             raise ValueError(f"guardrails must be a SystemLanguageModelGuardrails, got {guardrails!r}")
         if adapter is not None and not isinstance(adapter, Adapter):
@@ -142,20 +158,20 @@ class SystemLanguageModel:
         return SystemLanguageModelVariant(display_name=f"openafm {self.model_name}{suffix}")
 
     async def token_count(self, value=None, *, instructions: str | None = None) -> int:
-        """Tokens a prompt, instructions, a GenerationSchema, a Transcript or a list of Tools would use."""
+        """Tokens a prompt (a str, an Attachment or a list of them), instructions, a GenerationSchema, a
+        Transcript or a list of Tools would use. A list is Tools when every item is a Tool, else a prompt (as
+        the SDK reads it), so a list mixing both raises PromptError naming the Tool."""
         if (value is None) == (instructions is None):
             raise ValueError("token_count() takes either a value or instructions, not both or neither")
         if instructions is not None:
             text = instructions
-        elif isinstance(value, str):
-            text = value
         elif isinstance(value, GenerationSchema):
             text = json.dumps(value.to_json_schema())
         elif isinstance(value, Transcript):
             text = "".join(entry_text(e) for e in value.entries)
-        elif isinstance(value, list):
+        elif isinstance(value, list) and value and all(isinstance(t, Tool) for t in value):
             text = tools_prompt(value)
         else:
-            raise ValueError(f"token_count() cannot count a {type(value).__name__}")
+            text = prompt_text(value, model=self.model_name)
         lm = await asyncio.to_thread(self.language_model)
         return len(lm.tokenizer.encode(text))

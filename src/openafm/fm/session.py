@@ -18,14 +18,24 @@ import json
 from typing import Any, AsyncIterator
 
 from openafm.errors import ContextWindowExceededError
-from openafm.fm.content import GeneratedContent
+from openafm.fm.content import GeneratedContent, non_json
 from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeError, GenerationError
 from openafm.fm.guardrails import Guardrails, enforce
 from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
+from openafm.fm.prompt import Prompt, prompt_text
 from openafm.fm.schema import GenerationSchema
-from openafm.fm.tool import Tool, answer_grammar, parse_tool_calls, run_tool, tool_call_grammar, tool_spec, tools_prompt
-from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content
+from openafm.fm.tool import (
+    Tool,
+    answer_grammar,
+    check_tools,
+    parse_tool_calls,
+    run_tool,
+    tool_call_grammar,
+    tool_spec,
+    tools_prompt,
+)
+from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
 
@@ -45,12 +55,7 @@ class LanguageModelSession:
         self.model = model if model is not None else SystemLanguageModel()
         self.instructions = instructions
         self.tools = list(tools or [])
-        names = [t.name for t in self.tools]
-        for t in self.tools:
-            if not isinstance(t, Tool):
-                raise TypeError(f"tools must be Tool instances, got {type(t).__name__}")
-        if len(set(names)) != len(names):
-            raise ValueError(f"tool names must be unique, got {names}")
+        check_tools(self.tools)          # several alike tools may share a name, as in the SDK
         self.transcript = Transcript()
         self._messages: list[dict] = []
         system = "\n\n".join(p for p in (instructions, tools_prompt(self.tools) if self.tools else None) if p)
@@ -67,16 +72,19 @@ class LanguageModelSession:
     @classmethod
     def from_transcript(cls, transcript: Transcript, model: SystemLanguageModel | None = None,
                         tools: list[Tool] | None = None) -> "LanguageModelSession":
+        """A session that goes on from `transcript`, which it keeps (as the SDK: `session.transcript is
+        transcript`, and new turns are appended to it). Tools in the transcript are history only: pass `tools`
+        for the model to call tools in this session."""
         entries = transcript.entries
         instructions = next((entry_text(e) for e in entries if e["role"] == "instructions"), None)
         session = cls(instructions=instructions, model=model, tools=tools)
+        session.transcript = transcript
         for e in entries:
             if e["role"] == "instructions":
                 continue
             role = {"user": "user", "response": "assistant", "tool": "tool"}[e["role"]]
             session._messages.append({"role": role, "content": _response_text(e) if role == "assistant"
                                       else entry_text(e)})
-            session.transcript.append(e)
         return session
 
     @property
@@ -89,19 +97,24 @@ class LanguageModelSession:
         self._sync(conv, add_generation_prompt=False)
         conv.prefill()
 
-    async def respond(self, prompt: str, generating: Any = None, *, schema: GenerationSchema | None = None,
+    async def respond(self, prompt: Prompt, generating: Any = None, *, schema: GenerationSchema | None = None,
                       json_schema: dict | None = None, include_schema_in_prompt: bool = True,
                       options: GenerationOptions | None = None) -> Any:
-        """Plain text; an instance of `generating`; or GeneratedContent for `schema` / `json_schema`."""
+        """Plain text; an instance of `generating`; or GeneratedContent for `schema` / `json_schema`.
+
+        `prompt`: a str, an Attachment, or a list of them (see openafm.fm.prompt)."""
+        prompt = prompt_text(prompt, model=self.model.model_name)
         target = _target_schema(generating, schema, json_schema)
         text, value = await self._run(prompt, target, include_schema_in_prompt, options, None)
         return _result(text, value, generating, target)
 
-    async def stream_response(self, prompt: str, generating: Any = None, *, schema: GenerationSchema | None = None,
-                              json_schema: dict | None = None, include_schema_in_prompt: bool = True,
+    async def stream_response(self, prompt: Prompt, generating: Any = None, *,
+                              schema: GenerationSchema | None = None, json_schema: dict | None = None,
+                              include_schema_in_prompt: bool = True,
                               options: GenerationOptions | None = None) -> AsyncIterator[Any]:
         """Snapshots as the response grows: the text so far, or the partially generated object (its fields
         fill in one by one). The last snapshot equals what `respond` returns."""
+        prompt = prompt_text(prompt, model=self.model.model_name)
         target = _target_schema(generating, schema, json_schema)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
@@ -274,6 +287,13 @@ def _target_schema(generating, schema, json_schema) -> GenerationSchema | None:
             raise ValueError(f"schema must be a GenerationSchema, got {type(schema).__name__}")
         return schema
     if json_schema is not None:
+        if not isinstance(json_schema, dict):          # a GenerationError, as the SDK's
+            hint = "; parse the JSON text with json.loads first" if isinstance(json_schema, str) else ""
+            raise GenerationError(f"json_schema has the wrong format: it must be a dict (a JSON Schema object), "
+                                  f"got {type(json_schema).__name__} {str(json_schema)[:80]!r}{hint}")
+        problem = non_json("json_schema", json_schema)
+        if problem is not None:                        # TypeError, as json.dumps raises in the SDK
+            raise TypeError(f"json_schema is not JSON serializable: {problem}")
         return GenerationSchema.from_json_schema(json_schema)
     return None
 
@@ -301,8 +321,8 @@ def _snapshot(text, generating, target):
 
 
 def _response_text(entry: dict) -> str:
-    calls = entry.get("toolCalls")
+    calls = tool_calls(entry)
     if calls:
-        body = [{"name": c["toolName"], "arguments": c["arguments"]} for c in calls]
+        body = [{"name": name, "arguments": arguments} for name, arguments in calls]
         return "<tool_call>" + json.dumps(body, separators=(", ", ": ")) + "</tool_call>"
     return entry_text(entry)

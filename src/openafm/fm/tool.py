@@ -4,11 +4,19 @@ Tools are described to the model in its system prompt, in the format SmolLM2 was
 `<tools>[{"name", "description", "parameters": <JSON Schema>}]</tools>`. A tool call is
 `<tool_call>[{"name": ..., "arguments": {...}}, ...]</tool_call>`, and the grammar allows only
 registered names with arguments valid for that tool's schema, so a malformed call cannot be produced.
+
+Construction checks what Apple's SDK checks, with its errors: a subclass without `name` or `description`
+raises AssertionError, a `call` that is not `async def` raises TypeError. A session may hold several tools
+with one name, as in the SDK, when they are alike (same description and arguments schema; several instances
+of one class, typically): the model is told about the name once and its calls go to the first of them. Tools
+that share a name but differ raise ValueError (openafm: a call names only the tool, so which was meant could
+not be told; the SDK passes such lists on unchecked).
 """
 
 from __future__ import annotations
 
 import abc
+import inspect
 import json
 
 from openafm.fm.content import GeneratedContent
@@ -28,12 +36,20 @@ class Tool(abc.ABC):
     description: str
 
     def __init__(self) -> None:
+        cls = type(self).__name__
+        for attr in ("name", "description"):      # AssertionError as the SDK's (raised, so `python -O` keeps it)
+            if not hasattr(self, attr):
+                raise AssertionError(f"Tool subclass must have a '{attr}' property. {cls} defines no {attr}.")
         for attr in ("name", "description"):
-            if not isinstance(getattr(self, attr, None), str) or not getattr(self, attr):
-                raise TypeError(f"Tool subclass {type(self).__name__} must define a non-empty string '{attr}'")
+            value = getattr(self, attr)
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"Tool {attr} must be a non-empty string; {cls}.{attr} is {value!r}")
         if not isinstance(self.arguments_schema, GenerationSchema):
-            raise TypeError(f"{type(self).__name__}.arguments_schema must return a GenerationSchema, got "
+            raise TypeError(f"{cls}.arguments_schema must return a GenerationSchema, got "
                             f"{type(self.arguments_schema).__name__}")
+        if not inspect.iscoroutinefunction(self.call):
+            raise TypeError(f"Tool call method must be an async function. ({cls}.call is a plain function; "
+                            f"declare it `async def call(self, args)`)")
 
     @property
     @abc.abstractmethod
@@ -47,9 +63,33 @@ def tool_spec(tool: Tool) -> dict:
     return {"name": tool.name, "description": tool.description, "parameters": _plain_schema(tool)}
 
 
+def check_tools(tools: list[Tool]) -> None:
+    """Tools a session may hold: Tool instances; tools that share a name must be alike (see the module doc)."""
+    first: dict[str, tuple[Tool, dict]] = {}
+    for i, t in enumerate(tools):
+        if not isinstance(t, Tool):
+            raise TypeError(f"tools must be Tool instances, got {type(t).__name__} at tools[{i}]")
+        spec = tool_spec(t)
+        if t.name in first and first[t.name][1] != spec:
+            other = first[t.name][0]
+            differ = [k for k in ("description", "parameters") if first[t.name][1][k] != spec[k]]
+            raise ValueError(f"tools {type(other).__name__} and {type(t).__name__} (tools[{i}]) are both named "
+                             f"{t.name!r} but differ in {' and '.join(differ)}; a model's call names only the tool, "
+                             f"so it could not say which one it means. Give them different names")
+        first.setdefault(t.name, (t, spec))
+
+
+def distinct(tools: list[Tool]) -> list[Tool]:
+    """The first tool of each name, in order: what the model is told about and what its calls go to."""
+    by_name: dict[str, Tool] = {}
+    for t in tools:
+        by_name.setdefault(t.name, t)
+    return list(by_name.values())
+
+
 def tools_prompt(tools: list[Tool]) -> str:
     """The system-prompt text that tells the model about the tools and the call format."""
-    specs = json.dumps([tool_spec(t) for t in tools], separators=(", ", ": "))
+    specs = json.dumps([tool_spec(t) for t in distinct(tools)], separators=(", ", ": "))
     return ("You can call functions to answer the user. Decide whether the question needs one or more of the "
             "functions below; if it does, reply with the calls and nothing else, in the format "
             + CALL_OPEN + '[{"name": "function name", "arguments": {"argument": "value"}}]' + CALL_CLOSE
@@ -60,7 +100,7 @@ def tools_prompt(tools: list[Tool]) -> str:
 def tool_calls_schema(tools: list[Tool]) -> dict:
     """JSON Schema of a call list: each item names one registered tool and carries arguments for it."""
     items = []
-    for t in tools:
+    for t in distinct(tools):
         items.append({"type": "object", "properties": {"name": {"const": t.name}, "arguments": _plain_schema(t)},
                       "required": ["name", "arguments"], "additionalProperties": False})
     return {"type": "array", "minItems": 1, "maxItems": MAX_CALLS_PER_TURN,
@@ -91,7 +131,7 @@ def parse_tool_calls(text: str, tools: list[Tool]) -> list[tuple[Tool, dict]] | 
         return None
     body = text[len(CALL_OPEN):]
     body = body[:body.rindex(CALL_CLOSE)] if CALL_CLOSE in body else body
-    by_name = {t.name: t for t in tools}
+    by_name = {t.name: t for t in distinct(tools)}
     return [(by_name[c["name"]], c["arguments"]) for c in json.loads(body)]
 
 

@@ -1,0 +1,108 @@
+"""Tool construction fails as Apple's SDK fails (apple/python-apple-fm-sdk src/apple_fm_sdk/tool.py
+`_verify_subclass_`), and a session may hold several alike tools of one name, as the SDK allows."""
+
+import asyncio
+import json
+
+import pytest
+
+import openafm.fm as fm
+from openafm.fm.tool import parse_tool_calls, tool_call_grammar, tool_calls_schema, tools_prompt
+
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+class Weather(fm.Tool):
+    name = "get_weather"
+    description = "Weather for a city"
+
+    def __init__(self, reply: str = "Sunny"):
+        self.reply, self.calls = reply, []
+        super().__init__()
+
+    @property
+    def arguments_schema(self):
+        return fm.GenerationSchema.from_json_schema(CITY)
+
+    async def call(self, args):
+        self.calls.append(args.value())
+        return self.reply
+
+
+def test_a_tool_without_name_or_description_raises_assertion_error():
+    class NoName(fm.Tool):
+        description = "x"
+        arguments_schema = property(lambda self: fm.GenerationSchema.from_json_schema(CITY))
+
+        async def call(self, args):
+            return ""
+
+    class NoDescription(fm.Tool):
+        name = "x"
+        arguments_schema = property(lambda self: fm.GenerationSchema.from_json_schema(CITY))
+
+        async def call(self, args):
+            return ""
+
+    with pytest.raises(AssertionError, match=r"^Tool subclass must have a 'name' property\. NoName defines no name\."):
+        NoName()
+    with pytest.raises(AssertionError, match="must have a 'description' property"):
+        NoDescription()
+
+
+def test_a_plain_def_call_raises_type_error_at_construction():
+    class Sync(fm.Tool):
+        name, description = "sync", "A tool whose call is not async"
+        arguments_schema = property(lambda self: fm.GenerationSchema.from_json_schema(CITY))
+
+        def call(self, args):
+            return "no"
+
+    with pytest.raises(TypeError, match=r"^Tool call method must be an async function\. \(Sync\.call"):
+        Sync()
+
+
+def test_name_and_description_must_be_non_empty_strings():
+    class Numbered(Weather):
+        name = 7
+
+    class Blank(Weather):
+        description = ""
+
+    with pytest.raises(TypeError, match="Tool name must be a non-empty string; Numbered.name is 7"):
+        Numbered()
+    with pytest.raises(TypeError, match="Tool description must be a non-empty string; Blank.description is ''"):
+        Blank()
+
+
+def test_several_instances_of_one_tool_class_share_a_session():
+    first, second = Weather("Sunny"), Weather("Rain")
+    session = fm.LanguageModelSession(tools=[first, second])
+    assert session.tools == [first, second]
+    system = session._messages[0]["content"]
+    assert system.count('"name": "get_weather"') == 1                  # the model is told about the name once
+    assert tools_prompt([first, second]) == tools_prompt([first])
+    assert tool_calls_schema([first, second]) == tool_calls_schema([first])
+    assert tool_call_grammar([first, second], None) == tool_call_grammar([first], None)
+    calls = parse_tool_calls('<tool_call>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</tool_call>',
+                             [first, second])
+    assert calls == [(first, {"city": "Oslo"})]                         # a call goes to the first of them
+    entries = asyncio.run(session.transcript.to_dict())["transcript"]["entries"]
+    assert [t["function"]["name"] for t in entries[0]["tools"]] == ["get_weather", "get_weather"]
+
+
+def test_tools_that_share_a_name_but_differ_are_refused_naming_both():
+    class Other(Weather):
+        description = "Something else entirely"
+
+    with pytest.raises(ValueError, match=r"tools Weather and Other \(tools\[1\]\) are both named 'get_weather' but "
+                                         r"differ in description"):
+        fm.LanguageModelSession(tools=[Weather(), Other()])
+    with pytest.raises(TypeError, match=r"tools must be Tool instances, got str at tools\[1\]"):
+        fm.LanguageModelSession(tools=[Weather(), "get_weather"])
+
+
+def test_the_tools_prompt_lists_each_distinct_tool_as_json():
+    body = tools_prompt([Weather()]).split("<tools>", 1)[1].split("</tools>", 1)[0]
+    assert json.loads(body) == [{"name": "get_weather", "description": "Weather for a city",
+                                 "parameters": {**CITY}}]
