@@ -218,6 +218,7 @@ def compile_case(case: Case, tokenizer) -> Compiled:
 
 def rejection_reason(message: str) -> str:
     """A short bucket for a rejection message: the keyword openafm names, else the engine's reason."""
+    message = message.removeprefix("invalid generation schema: ")
     if "JSON Schema keyword '" in message:
         return "keyword " + message.split("JSON Schema keyword '", 1)[1].split("'", 1)[0]
     if "must be a dict, got bool" in message:
