@@ -13,6 +13,7 @@ Modules:
     schema.py      GenerationSchema: a type or a raw JSON Schema, checked for what the decoder can enforce
     content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
     options.py     GenerationOptions, SamplingMode
+    structured.py  StructuredDecoding: decoding-side remedies that make structured responses finish
     tool.py        Tool, the tool-call grammar and the tools prompt
     transcript.py  Transcript: a session's entries, to and from dictionaries
     adapter.py     SystemLanguageModel.Adapter: a LoRA adapter file tied to its base weights
@@ -55,6 +56,7 @@ from openafm.fm.model import (
 from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
 from openafm.fm.schema import GenerationSchema, Property
 from openafm.fm.session import LanguageModelSession
+from openafm.fm.structured import StructuredDecoding
 from openafm.fm.tool import Tool
 from openafm.fm.transcript import Transcript
 
@@ -75,5 +77,6 @@ EXTENSIONS = [
     "GuideValueError",          # a malformed guide value (the SDK raises a plain ValueError)
     "Property",                 # one field of a GenerationSchema, for building schemas by hand
     "parse_partial_json",       # the prefix-of-JSON parser behind streamed partial objects
+    "StructuredDecoding",       # GenerationOptions(structured=...): remedies that make structured responses finish
 ]
 __all__ = SDK_NAMES + EXTENSIONS
