@@ -30,10 +30,10 @@ from openafm.fm.options import DEFAULT_MAXIMUM_RESPONSE_TOKENS  # noqa: E402
 CONFIGS = {
     # name: (StructuredDecoding, uses the adapter)
     "base": (fm.StructuredDecoding.off(), False),
-    "max_items": (fm.StructuredDecoding.off().replace(max_items=6), False),
-    "max_depth": (fm.StructuredDecoding.off().replace(max_depth=2), False),
+    "max_items": (fm.StructuredDecoding.off().replace(max_items=4), False),
+    "max_depth": (fm.StructuredDecoding.off().replace(max_depth=1), False),
     "repetition_penalty": (fm.StructuredDecoding.off().replace(repetition_penalty=1.3), False),
-    "close_within": (fm.StructuredDecoding.off().replace(close_within=48), False),
+    "close_within": (fm.StructuredDecoding.off().replace(close_within=96), False),
     "default_remedies": (fm.StructuredDecoding(), False),
     "adapter": (fm.StructuredDecoding.off(), True),
     "adapter_with_remedies": (fm.StructuredDecoding(), True),

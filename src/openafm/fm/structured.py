@@ -45,10 +45,10 @@ def response_json(value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class StructuredDecoding:
-    max_items: int | None = 6
-    max_depth: int | None = 2
+    max_items: int | None = 4
+    max_depth: int | None = 1
     repetition_penalty: float | None = None
-    close_within: int | None = 48
+    close_within: int | None = 96
 
     def __post_init__(self) -> None:
         for name in ("max_items", "max_depth", "close_within"):
@@ -112,23 +112,19 @@ def _unroll(node: Any, root: dict, depth: int, path: tuple[str, ...]) -> Any:
         target = {k: v for k, v in _resolve(root, ref).items() if k not in ("$defs", "definitions", "$schema")}
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         return _unroll(merged, root, depth, path + (ref,))
-    out = {}
+    out, cut = {}, False
     for key, value in node.items():
         if key in ("$defs", "definitions"):
             out[key] = value                              # kept for refs left in place
             continue
-        if key == "items" and isinstance(value, dict):
-            inner = _unroll(value, root, depth, path)
-            if inner is None:
-                if node.get("minItems", 0) > 0:
-                    out[key] = value                      # must have items: cannot cut here
-                else:
-                    out[key], out["maxItems"] = value, 0
-                continue
-            out[key] = inner
-            continue
         child = _unroll(value, root, depth, path) if isinstance(value, (dict, list)) else value
-        out[key] = value if child is None else child
+        if child is None:                                 # a recursion at its last level
+            out[key] = value
+            cut = cut or (key == "items" and node.get("minItems", 0) == 0)
+            continue
+        out[key] = child
+    if cut:
+        out["maxItems"] = 0                               # an empty list ends the recursion
     return out
 
 
