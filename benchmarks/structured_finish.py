@@ -40,6 +40,9 @@ CONFIGS = {
 }
 
 
+SINGLE_REMEDIES = ("max_items", "max_depth", "repetition_penalty", "close_within")
+
+
 def prompt_for(cls) -> str:
     description = cls.generation_schema().to_json_schema().get("description", cls.__name__)
     return f"Invent an example: {description[0].lower()}{description[1:]}."
@@ -74,10 +77,14 @@ def _plain(value):
     return value
 
 
-def run_config(name: str, model: fm.SystemLanguageModel, structured: fm.StructuredDecoding, kinds) -> dict:
+def run_config(name: str, model: fm.SystemLanguageModel, structured: fm.StructuredDecoding, kinds,
+               only: set[str] | None = None) -> dict:
+    """Every type of `kinds` (or only those named in `only`) under one configuration."""
     rows = []
     for kind in kinds:
         for cls in TYPES[kind]:
+            if only is not None and cls.__name__ not in only:
+                continue
             row = asyncio.run(one(model, cls, structured))
             row["kind"] = kind
             rows.append(row)
@@ -86,8 +93,9 @@ def run_config(name: str, model: fm.SystemLanguageModel, structured: fm.Structur
     finished = [r["seconds"] for r in rows if r["outcome"] == "finished"]
     return {
         "structured": structured.to_dict(),
+        "subset": "the types the base model does not finish" if only is not None else "all",
         "requests": len(rows), **counts,
-        "finish_rate": counts["finished"] / len(rows),
+        "finish_rate": counts["finished"] / max(1, len(rows)),
         "finish_rate_by_kind": {k: sum(r["outcome"] == "finished" for r in rows if r["kind"] == k)
                                 / max(1, sum(r["kind"] == k for r in rows)) for k in kinds},
         "median_seconds_finished": statistics.median(finished) if finished else None,
@@ -100,6 +108,9 @@ def main() -> None:
     p.add_argument("--adapter", default=None, help="the guided-generation adapter file (for the adapter rows)")
     p.add_argument("--configs", default=None, help=f"comma-separated subset of {list(CONFIGS)}")
     p.add_argument("--kinds", default=",".join(TYPES), help=f"comma-separated subset of {list(TYPES)}")
+    p.add_argument("--ablate-on-failures", action="store_true",
+                   help="run the single-remedy configs (max_items, max_depth, repetition_penalty, close_within) only "
+                        "on the types the base config does not finish (needs base first); saves most of the time")
     args = p.parse_args()
     names = args.configs.split(",") if args.configs else [n for n, (_, a) in CONFIGS.items() if args.adapter or not a]
     unknown = [n for n in names if n not in CONFIGS]
@@ -115,9 +126,15 @@ def main() -> None:
         structured, needs_adapter = CONFIGS[name]
         if needs_adapter and adapted is None:
             p.error(f"config {name!r} needs --adapter")
-        results[name] = run_config(name, adapted if needs_adapter else base, structured, kinds)
+        only = None
+        if args.ablate_on_failures and name in SINGLE_REMEDIES:
+            if "base" not in results:
+                p.error("--ablate-on-failures needs the base config first in --configs")
+            only = {r["type"] for r in results["base"]["rows"] if r["outcome"] != "finished"}
+        results[name] = run_config(name, adapted if needs_adapter else base, structured, kinds, only)
     before = results.get("base", {}).get("finish_rate")
-    after_name = max(results, key=lambda n: (results[n]["finish_rate"], -results[n]["invalid"]))
+    full = [n for n in results if results[n]["subset"] == "all"]
+    after_name = max(full, key=lambda n: (results[n]["finish_rate"], -results[n]["invalid"]))
     emit({"types": sum(len(TYPES[k]) for k in kinds), "budget_tokens": DEFAULT_MAXIMUM_RESPONSE_TOKENS,
           "finish_rate_before": before, "finish_rate_after": results[after_name]["finish_rate"],
           "after_config": after_name, "adapter": args.adapter, "configs": results}, args.json)
