@@ -26,6 +26,7 @@ Modules:
     content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
     options.py     GenerationOptions, SamplingMode
     prompt.py      Prompt, PromptComponent, Attachment, ImageAttachment: what respond takes, read as text
+    structured.py  StructuredDecoding: decoding-side remedies that make structured responses finish
     tool.py        Tool, the tool-call grammar and the tools prompt
     transcript.py  Transcript: a session's entries, to and from dictionaries
     adapter.py     SystemLanguageModel.Adapter: a LoRA adapter file tied to its base weights
@@ -69,6 +70,7 @@ from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
 from openafm.fm.prompt import Attachment, ImageAttachment, Prompt, PromptComponent
 from openafm.fm.schema import GenerationSchema, Property
 from openafm.fm.session import LanguageModelSession
+from openafm.fm.structured import StructuredDecoding
 from openafm.fm.tool import Tool
 from openafm.fm.transcript import Transcript
 
@@ -90,5 +92,6 @@ EXTENSIONS = [
     "GuideValueError",          # a malformed guide value (the SDK raises a plain ValueError)
     "Property",                 # one field of a GenerationSchema, for building schemas by hand
     "parse_partial_json",       # the prefix-of-JSON parser behind streamed partial objects
+    "StructuredDecoding",       # GenerationOptions(structured=...): remedies that make structured responses finish
 ]
 __all__ = SDK_NAMES + EXTENSIONS

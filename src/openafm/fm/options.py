@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from openafm.fm.structured import StructuredDecoding
 from openafm.runtime.sampling import SamplingParams
 
 DEFAULT_TEMPERATURE = 0.7          # random sampling without an explicit temperature
@@ -54,6 +55,9 @@ class GenerationOptions:
     sampling: SamplingMode | None = None
     temperature: float | None = None
     maximum_response_tokens: int | None = None
+    # openafm extension: decoding-side remedies for structured responses (None: StructuredDecoding()'s defaults;
+    # StructuredDecoding.off() for none). Not part of to_dict(), which keeps the SDK's shape.
+    structured: StructuredDecoding | None = None
 
     def __post_init__(self) -> None:
         t = self.temperature
@@ -64,6 +68,8 @@ class GenerationOptions:
             raise ValueError(f"'maximum_response_tokens' must be a positive integer, got {m!r}")
         if self.sampling is not None and not isinstance(self.sampling, SamplingMode):
             raise ValueError(f"'sampling' must be a SamplingMode instance, got {type(self.sampling).__name__}")
+        if self.structured is not None and not isinstance(self.structured, StructuredDecoding):
+            raise ValueError(f"'structured' must be a StructuredDecoding, got {type(self.structured).__name__}")
 
     def to_dict(self) -> dict:
         result: dict = {}
@@ -98,6 +104,10 @@ class GenerationOptions:
             return SamplingParams(temperature=temperature, top_k=1, seed=mode.seed)
         return SamplingParams(temperature=temperature, top_k=mode.top, top_p=mode.probability_threshold,
                               seed=mode.seed)
+
+    @property
+    def structured_decoding(self) -> StructuredDecoding:
+        return self.structured if self.structured is not None else StructuredDecoding()
 
     @property
     def max_tokens(self) -> int:

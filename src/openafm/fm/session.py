@@ -25,16 +25,9 @@ from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
 from openafm.fm.prompt import Prompt, prompt_text
 from openafm.fm.schema import GenerationSchema
-from openafm.fm.tool import (
-    Tool,
-    answer_grammar,
-    check_tools,
-    parse_tool_calls,
-    run_tool,
-    tool_call_grammar,
-    tool_spec,
-    tools_prompt,
-)
+from openafm.fm.structured import prompt_with_schema
+from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar,
+                             tool_spec, tools_prompt)
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
@@ -172,15 +165,15 @@ class LanguageModelSession:
             self._check_prompt(prompt)
             user = prompt
             if target is not None and include_schema:
-                user += ("\n\nRespond with JSON that matches this JSON Schema:\n"
-                         + json.dumps(target.to_json_schema(), separators=(", ", ": ")))
+                user = prompt_with_schema(prompt, target.to_json_schema())
             self._messages.append({"role": "user", "content": user})
             entries.append({"role": "user", "contents": [text_content(prompt)]})
             prefilled = 0
             for round_ in range(MAX_TOOL_ROUNDS + 1):
                 self._sync(conv)
                 constraint = self._constraint(lm.tokenizer, target, tools_allowed=round_ < MAX_TOOL_ROUNDS,
-                                              call_required=round_ == 0 and self.tool_choice == "required")
+                                              call_required=round_ == 0 and self.tool_choice == "required",
+                                              options=options)
                 streamed = []
 
                 def on_token(event, streamed=streamed):
@@ -250,7 +243,8 @@ class LanguageModelSession:
                                   "cannot append to its KV cache; this template is not supported by sessions")
         conv.append_text(rendered[len(conv.text):])
 
-    def _constraint(self, tokenizer, target, *, tools_allowed: bool, call_required: bool = False):
+    def _constraint(self, tokenizer, target, *, tools_allowed: bool, call_required: bool = False,
+                    options: GenerationOptions):
         schema = target.to_json_schema() if target is not None else None
         if self.tools and tools_allowed:
             grammar = tool_call_grammar(self.tools, schema, required=call_required)
@@ -258,7 +252,9 @@ class LanguageModelSession:
         if self.tools and schema is None:
             return GrammarConstraint.from_lark(answer_grammar(), tokenizer)   # no imitation of a tool call
         if schema is not None:
-            return GrammarConstraint.from_json_schema(schema, tokenizer)
+            structured = options.structured_decoding
+            constraint = GrammarConstraint.from_json_schema(structured.bounded_schema(schema), tokenizer)
+            return structured.steer(constraint, budget=options.max_tokens)
         return None
 
     def _check_prompt(self, prompt: str) -> None:

@@ -7,6 +7,7 @@
     stops.py           stop strings over streamed text, holding back text that might start one
     constrained.py     constrained decoding: an llguidance grammar masks the logits and fast-forwards forced tokens
     conversation.py    an append-only conversation whose KV cache persists across turns
+    steering.py        reorder the tokens a grammar allows (repetition penalty, closing bias) without widening it
 
     next: speculative decoding.
 """
