@@ -3,7 +3,15 @@
 The session keeps the chat messages exactly as the model saw them and an append-only `Conversation`
 (runtime) whose KV cache persists: each request renders the messages with the chat template, appends
 only the new text, and prefills only those tokens (`session.last_prefill` says how many). A failed or
-cancelled request is rolled back: neither the transcript nor the context keeps any of it.
+cancelled request is rolled back: neither the transcript nor the context (messages, tokens, KV cache) keeps
+any of it, and the KV cache is rewound, not rebuilt, so the next request still prefills only its own tokens.
+
+Cancellation, as in Apple's SDK: cancelling the task awaiting `respond` raises `asyncio.CancelledError` in
+it; leaving a `stream_response` loop early (`break` or an exception in its body, once the stream is closed:
+at once with `aclose()` / `contextlib.aclosing`, otherwise when the dropped generator is finalized) or
+cancelling the task consuming it does the same. The generation stops before its next decode step (a runtime
+`CancelToken`), tool calls in flight are cancelled, the worker thread is waited for and the request rolled
+back before the session lock and the model's concurrency slot are released and `is_responding` turns False.
 
 One request at a time, as Apple's SDK: a second `respond` while one runs waits for it (an asyncio lock).
 Across sessions, more than the model's `max_concurrent_requests` generating at once raises
@@ -14,6 +22,8 @@ Generation runs in a worker thread, so the event loop stays free (tools run conc
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import dataclasses
 import json
 from typing import Any, AsyncIterator
 
@@ -29,10 +39,22 @@ from openafm.fm.structured import prompt_with_schema
 from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar,
                              tool_spec, tools_prompt)
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
+from openafm.runtime.cancel import CancelToken
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
 
 MAX_TOOL_ROUNDS = 4       # model turns that may call tools before it must answer
+
+
+@dataclasses.dataclass
+class _Turn:
+    """What a worker-thread turn did: its result, the transcript entries to add, and where it started."""
+    text: str
+    value: Any
+    entries: list[dict]
+    prefilled: int
+    mark: tuple[int, int]        # the conversation before the turn
+    n_messages: int              # the messages before the turn
 
 
 class LanguageModelSession:
@@ -106,7 +128,8 @@ class LanguageModelSession:
                               include_schema_in_prompt: bool = True,
                               options: GenerationOptions | None = None) -> AsyncIterator[Any]:
         """Snapshots as the response grows: the text so far, or the partially generated object (its fields
-        fill in one by one). The last snapshot equals what `respond` returns."""
+        fill in one by one). The last snapshot equals what `respond` returns. Leaving the loop early (`break`,
+        an exception, cancellation) cancels the request and rolls it back once the stream is closed."""
         prompt = prompt_text(prompt, model=self.model.model_name)
         target = _target_schema(generating, schema, json_schema)
         loop = asyncio.get_running_loop()
@@ -140,23 +163,48 @@ class LanguageModelSession:
         finally:
             if not task.done():
                 task.cancel()
+                await _wait_out(task)
+            if not task.cancelled():
+                task.exception()     # mark it retrieved: raised above, or moot once the stream was left
 
     # --- one request ---------------------------------------------------------------------------
     async def _run(self, prompt, target, include_schema, options, on_text):
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
         options = options if options is not None else GenerationOptions()
-        loop = asyncio.get_running_loop()
         async with self._lock:
             with self.model.admitted():
                 self._responding = True
                 try:
-                    return await asyncio.to_thread(self._turn, prompt, target, include_schema, options, on_text,
-                                                   loop)
+                    turn = await self._in_worker(prompt, target, include_schema, options, on_text)
+                    for e in turn.entries:
+                        self.transcript.append(e)
+                    self.last_prefill = turn.prefilled
+                    return turn.text, turn.value
                 finally:
                     self._responding = False
 
-    def _turn(self, prompt, target, include_schema, options, on_text, loop):
+    async def _in_worker(self, *args) -> _Turn:
+        """Run `_turn` in a worker thread. If this task is cancelled meanwhile, cancel the turn's token, wait
+        until the worker has stopped (even through further cancellations), make sure the turn is rolled back
+        (it may have finished before it saw the token), then raise CancelledError."""
+        loop = asyncio.get_running_loop()
+        cancel = CancelToken()
+        worker = loop.run_in_executor(None, self._turn, *args, loop, cancel)
+        try:
+            return await asyncio.shield(worker)
+        except asyncio.CancelledError:
+            cancel.cancel()
+            await _wait_out(worker)
+            if not worker.cancelled() and worker.exception() is None:
+                turn = worker.result()
+                self._conv().rollback(turn.mark)
+                del self._messages[turn.n_messages:]
+            raise
+
+    def _turn(self, prompt, target, include_schema, options, on_text, loop, cancel: CancelToken) -> _Turn:
+        """One request, in a worker thread: the messages and the conversation grow by the turn (rolled back
+        if it raises); the transcript entries are returned for the event loop to add."""
         conv = self._conv()
         lm = self.model.language_model()
         mark, n_messages = conv.mark(), len(self._messages)
@@ -182,7 +230,7 @@ class LanguageModelSession:
                     if on_text is not None and not so_far.startswith("<"):
                         on_text(so_far)
                 out = conv.generate(max_new_tokens=options.max_tokens, sampling=options.sampling_params(),
-                                    constraint=constraint, on_token=on_token)
+                                    constraint=constraint, on_token=on_token, cancel=cancel)
                 prefilled += conv.last_turn.prefilled_tokens
                 tools_allowed = self.tools and round_ < MAX_TOOL_ROUNDS
                 if tools_allowed and out.finish_reason == "length" and out.text.startswith("<"):
@@ -195,8 +243,7 @@ class LanguageModelSession:
                 ids = [text_content("")["id"] for _ in calls]
                 entries.append({"role": "response", "contents": [], "toolCalls": [
                     {"id": i, "toolName": t.name, "arguments": a} for i, (t, a) in zip(ids, calls)]})
-                results = asyncio.run_coroutine_threadsafe(
-                    _gather([run_tool(t, a) for t, a in calls]), loop).result()
+                results = _tool_results(calls, loop, cancel)
                 for i, (t, _), result in zip(ids, calls, results):
                     self._messages.append({"role": "tool", "content": result})
                     entries.append({"role": "tool", "toolName": t.name, "toolCallID": i,
@@ -212,10 +259,7 @@ class LanguageModelSession:
             self._messages.append({"role": "assistant", "content": text})
             entries.append({"role": "response", "contents": [structure_content(value) if target is not None
                                                              else text_content(text)]})
-            for e in entries:
-                self.transcript.append(e)
-            self.last_prefill = prefilled
-            return text, value
+            return _Turn(text, value, entries, prefilled, mark, n_messages)
         except ContextWindowExceededError as e:
             conv.rollback(mark)
             del self._messages[n_messages:]
@@ -266,6 +310,36 @@ class LanguageModelSession:
 
 async def _gather(coroutines):
     return await asyncio.gather(*coroutines)
+
+
+def _tool_results(calls, loop, cancel: CancelToken) -> list[str]:
+    """From the worker thread: run the tool calls concurrently on the event loop and wait for their results.
+    Cancelling the token cancels them; this returns (raising GenerationCancelled) once they have all ended."""
+    future = asyncio.run_coroutine_threadsafe(_cancellable_tools(calls, cancel), loop)
+    try:
+        return future.result()
+    except concurrent.futures.CancelledError:
+        cancel.raise_if_cancelled("during its tool calls")
+        raise
+
+
+async def _cancellable_tools(calls, cancel: CancelToken) -> list[str]:
+    loop = asyncio.get_running_loop()
+    calls_done = asyncio.ensure_future(_gather([run_tool(t, a) for t, a in calls]))
+    forget = cancel.on_cancel(lambda: loop.call_soon_threadsafe(calls_done.cancel))
+    try:
+        return await calls_done        # cancelled: raises once every call has ended
+    finally:
+        forget()
+
+
+async def _wait_out(future) -> None:
+    """Wait until `future` is done, through any cancellation of the waiting task (the caller re-raises)."""
+    while not future.done():
+        try:
+            await asyncio.wait([future])
+        except asyncio.CancelledError:
+            pass
 
 
 def _target_schema(generating, schema, json_schema) -> GenerationSchema | None:

@@ -2,6 +2,7 @@
 
     language_model.py  LanguageModel: a loaded model and its tokenizer, text in, text out (`openafm.load` returns one)
     generate.py        prefill + decode for a batch of token prompts: sampling, EOS, stop strings, streaming
+    cancel.py          CancelToken: stops a generation from another thread before its next forward pass
     kv_cache.py        a KV cache that knows each layer's kind (full, sliding ring, shared); native or int8 slots
     sampling.py        token sampling: greedy, or seeded temperature with optional top-k / top-p
     stops.py           stop strings over streamed text, holding back text that might start one

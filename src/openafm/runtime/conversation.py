@@ -2,7 +2,9 @@
 
 The conversation is a token sequence; text is appended (tokenized on its own) and generation appends the
 model's tokens. The KV cache always holds a prefix of the sequence, so each turn prefills only the tokens
-added since the last one. If a generation fails part-way, the cache is dropped, not trusted: the next
+added since the last one. A cancelled generation (its CancelToken, checked between forward passes) leaves
+the cache holding whole steps, and a rollback rewinds it, so the next turn still prefills only its new
+tokens. If a generation fails part-way for another reason, the cache is dropped, not trusted: the next
 turn rebuilds it from the token history, so no state is lost or corrupted.
 """
 
@@ -14,6 +16,7 @@ from typing import Callable
 import torch
 
 from openafm.models.decoder import Logits
+from openafm.runtime.cancel import CancelToken, GenerationCancelled
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
 from openafm.runtime.kv_cache import KVCache
 from openafm.runtime.sampling import SamplingParams
@@ -50,12 +53,20 @@ class Conversation:
         return len(self.tokens), len(self.text)
 
     def rollback(self, mark: tuple[int, int]) -> None:
-        """Forget everything after `mark`; a cache holding any of it is dropped (rebuilt next turn)."""
+        """Forget everything after `mark`; a cache holding any of it is rewound to the mark, or dropped (rebuilt
+        next turn) where it cannot be (a sliding-window ring that wrapped)."""
         n_tokens, n_text = mark
         del self.tokens[n_tokens:]
         self.text = self.text[:n_text]
+        self._trim_cache(n_tokens)
+
+    def _trim_cache(self, n_tokens: int) -> None:
+        """Keep the cache a prefix of the first n_tokens tokens: rewind it, or drop it where it cannot be."""
         if self.cache is not None and self.cache.steps > n_tokens:
-            self.cache = None
+            if self.cache.can_rewind(n_tokens):
+                self.cache.rewind(n_tokens)
+            else:
+                self.cache = None
 
     def prefill(self) -> int:
         """Run the tokens not yet cached through the model (no generation); returns how many."""
@@ -78,8 +89,11 @@ class Conversation:
 
     def generate(self, *, max_new_tokens: int, sampling: SamplingParams = SamplingParams(), constraint=None,
                  on_token: Callable[[TokenEvent], None] | None = None,
-                 stats: GenerationStats | None = None) -> Generation:
-        """Generate after everything appended so far; the generated tokens join the conversation."""
+                 stats: GenerationStats | None = None, cancel: CancelToken | None = None) -> Generation:
+        """Generate after everything appended so far; the generated tokens join the conversation.
+
+        Cancelled through `cancel`: raises GenerationCancelled, nothing joins the conversation, and the cache
+        (whole steps only) is rewound to the conversation, so the next turn prefills only what is new."""
         new = self.tokens[self.cached:]
         if not new:
             raise ValueError("nothing new to respond to: append text before generating")
@@ -88,7 +102,14 @@ class Conversation:
         try:
             out = generate_tokens(self.model, [new], max_new_tokens=max_new_tokens, sampling=sampling,
                                   eos_token_ids=set(self.tokenizer.eos_token_ids), tokenizer=self.tokenizer,
-                                  on_token=on_token, stats=stats, constraint=constraint, cache=self.cache)[0]
+                                  on_token=on_token, stats=stats, constraint=constraint, cache=self.cache,
+                                  cancel=cancel)[0]
+        except GenerationCancelled:
+            self.cache = stats.cache if stats.cache is not None else self.cache
+            self._trim_cache(len(self.tokens))
+            if stats.prefill_seconds:                   # the prefill ran: its tokens stay cached
+                self.total_prefilled += counters.prefilled_tokens
+            raise
         except BaseException:
             self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
             raise

@@ -10,6 +10,7 @@ import torch
 
 from openafm.errors import ContextWindowExceededError
 from openafm.models.decoder import CausalLM, Logits
+from openafm.runtime.cancel import CancelToken
 from openafm.runtime.kv_cache import KVCache, KVStorage
 from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
@@ -71,7 +72,8 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                     on_token: Callable[[TokenEvent], None] | None = None,
                     stats: GenerationStats | None = None, constraint=None,
                     fast_forward: bool = True, cache: KVCache | None = None,
-                    kv_storage: KVStorage = KVStorage.NATIVE) -> list[Generation]:
+                    kv_storage: KVStorage = KVStorage.NATIVE,
+                    cancel: CancelToken | None = None) -> list[Generation]:
     """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently.
 
     constraint: a runtime.constrained.GrammarConstraint for a single prompt: the logits are masked to the
@@ -84,6 +86,10 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
 
     kv_storage: how a new cache stores K/V (KVStorage.INT8: int8 with per-token, per-head scales). A
     continued cache keeps its own storage; asking for another one raises.
+
+    cancel: checked before the prefill and before every decode step; once it is cancelled (from any thread)
+    no further forward pass runs and GenerationCancelled is raised. The cache then holds whole steps only:
+    the prompt and every token fed back before the cancel (`stats.cache`, `stats.decode_steps`).
     """
     if cache is not None and cache.storage is not kv_storage:
         raise ValueError(f"kv_storage={kv_storage} differs from the continued cache's {cache.storage}")
@@ -122,6 +128,8 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
     ids, positions = _left_pad(prompts, device)
     if before:
         positions = positions + before          # a single unpadded prompt continuing the cache
+    if cancel is not None:
+        cancel.raise_if_cancelled("before the prefill")
     start = time.perf_counter()
     with torch.inference_mode():
         logits = model(ids, cache=cache, positions=positions, logits=Logits.LAST)[:, -1]   # [B, V]
@@ -156,6 +164,8 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                     _flush(rows[0], 0, on_token)
             if all(row.finish for row in rows) or produced >= max_new_tokens:
                 break
+            if cancel is not None:
+                cancel.raise_if_cancelled(f"before decode step {stats.decode_steps + 1}")
             n = feed.shape[1]
             logits = model(feed, cache=cache, positions=next_pos + torch.arange(n, device=device),
                            logits=Logits.LAST)[:, -1]

@@ -255,6 +255,24 @@ class KVCache:
         steps = torch.arange(first, self.steps)
         return steps if window is None else steps % window
 
+    # --- rewinding -----------------------------------------------------------------------------
+    def can_rewind(self, steps: int) -> bool:
+        """Whether the first `steps` steps are still all held: always for full layers; for a ring of window w
+        only if no step was written past slot w (a later step overwrites the slot of the step w before it)."""
+        if not 0 <= steps <= self.steps:
+            return False
+        return steps == self.steps or all(self.steps <= w for w in self._pos if w is not None)
+
+    def rewind(self, steps: int) -> None:
+        """Forget every step from `steps` on: the next forward pass writes step `steps`."""
+        if not 0 <= steps <= self.steps:
+            raise ValueError(f"cannot rewind a cache of {self.steps} steps to {steps}: use 0 <= steps <= {self.steps}")
+        if not self.can_rewind(steps):
+            windows = sorted(w for w in self._pos if w is not None)
+            raise ValueError(f"cannot rewind a cache of {self.steps} steps to {steps}: its sliding-window rings "
+                             f"(windows {windows}) have wrapped over the steps before {steps}; rebuild it instead")
+        self.steps = steps
+
     # --- bookkeeping --------------------------------------------------------------------------
     @property
     def next_position(self) -> int:
