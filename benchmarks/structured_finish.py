@@ -13,10 +13,12 @@ returned object that fails jsonschema validation: must be 0) / error (anything e
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import emit, log, parser  # noqa: E402
@@ -108,6 +110,8 @@ def main() -> None:
     p.add_argument("--adapter", default=None, help="the guided-generation adapter file (for the adapter rows)")
     p.add_argument("--configs", default=None, help=f"comma-separated subset of {list(CONFIGS)}")
     p.add_argument("--kinds", default=",".join(TYPES), help=f"comma-separated subset of {list(TYPES)}")
+    p.add_argument("--out", default=None, help="also write the JSON here after each configuration (a killed run "
+                                               "keeps the configurations it finished)")
     p.add_argument("--ablate-on-failures", action="store_true",
                    help="run the single-remedy configs (max_items, max_depth, repetition_penalty, close_within) only "
                         "on the types the base config does not finish (needs base first); saves most of the time")
@@ -132,12 +136,21 @@ def main() -> None:
                 p.error("--ablate-on-failures needs the base config first in --configs")
             only = {r["type"] for r in results["base"]["rows"] if r["outcome"] != "finished"}
         results[name] = run_config(name, adapted if needs_adapter else base, structured, kinds, only)
-    before = results.get("base", {}).get("finish_rate")
+        if args.out:
+            Path(args.out).write_text(json.dumps(summary(results, kinds, args.adapter), indent=2) + "\n")
+    emit(summary(results, kinds, args.adapter), args.json)
+
+
+def summary(results: dict, kinds: list[str], adapter: str | None) -> dict:
+    """The headline figures over the configurations run so far (the 'after' one is the best on all types)."""
     full = [n for n in results if results[n]["subset"] == "all"]
     after_name = max(full, key=lambda n: (results[n]["finish_rate"], -results[n]["invalid"]))
-    emit({"types": sum(len(TYPES[k]) for k in kinds), "budget_tokens": DEFAULT_MAXIMUM_RESPONSE_TOKENS,
-          "finish_rate_before": before, "finish_rate_after": results[after_name]["finish_rate"],
-          "after_config": after_name, "adapter": args.adapter, "configs": results}, args.json)
+    return {"types": sum(len(TYPES[k]) for k in kinds), "budget_tokens": DEFAULT_MAXIMUM_RESPONSE_TOKENS,
+            "finish_rate_before": results.get("base", {}).get("finish_rate"),
+            "finish_rate_after": results[after_name]["finish_rate"], "after_config": after_name,
+            "median_seconds_before": results.get("base", {}).get("median_seconds_finished"),
+            "median_seconds_after": results[after_name]["median_seconds_finished"],
+            "adapter": adapter, "configs": results}
 
 
 if __name__ == "__main__":
