@@ -123,6 +123,8 @@ def _cmd_sft(args) -> int:
         checkpoint=dict(every=args.checkpoint_every, keep=2)))
     loader = SFTLoader(examples, lm.tokenizer, seq_len=args.seq_len, global_batch=config.rows_per_rank(1),
                        seed=args.seed, too_long=too_long)
+    if args.data != GUIDED:
+        loader.check_lengths()                        # a file is finite: a too-long example fails before training
     evaluate = (lambda model: heldout_loss(model, held_out, lm.tokenizer, seq_len=args.seq_len, too_long=too_long)
                 ) if held_out is not None else (lambda model: None)
     before = evaluate(lm.model.to(args.device))

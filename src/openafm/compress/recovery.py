@@ -24,8 +24,8 @@ from openafm.errors import ConfigError
 from openafm.train.config import ObjectiveKind, TrainConfig
 from openafm.train.hooks import TrainHooks
 from openafm.train.kd import KDKind, KDObjective
-from openafm.train.lora import LoRAHooks
 from openafm.train.loop import Trainer
+from openafm.train.lora import LoRAHooks
 from openafm.train.parallel import unwrap
 
 

@@ -30,12 +30,25 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from openafm.data.chat import ChatExample
-from openafm.data.guided_vocab import (CONCEPTS, FIELDS, PART_NAMES, PROMPTS, SELF_NAMES, TYPE_PROMPTS, Choice, Concept,
-                                       Flag, Integer, Number, Pattern, Text)
+from openafm.data.guided_vocab import (
+    CONCEPTS,
+    FIELDS,
+    PART_NAMES,
+    PROMPTS,
+    SELF_NAMES,
+    TYPE_PROMPTS,
+    Choice,
+    Concept,
+    Flag,
+    Integer,
+    Number,
+    Pattern,
+    Text,
+)
 from openafm.fm.generable import generable
 from openafm.fm.guide import GenerationGuide, guide
 from openafm.fm.structured import prompt_with_schema, response_json
@@ -315,7 +328,8 @@ class _Builder:
             return str, ({"regex": kind.regex} if r.random() < p_regex else {}), kind.make
         if isinstance(kind, Choice):
             values = self.choice_values(kind)
-            how = r.choices(("anyOf", "enum", "plain"), weights=(5, 4, 1) if self.shape is Shape.ENUMS else (4, 3, 3))[0]
+            weights = (5, 4, 1) if self.shape is Shape.ENUMS else (4, 3, 3)
+            how = r.choices(("anyOf", "enum", "plain"), weights=weights)[0]
             if how == "enum" and kind.type_name not in self.type_names:
                 return self.enum_type(kind, values), {}, lambda rr: rr.choice(values)
             return str, ({"anyOf": list(values)} if how != "plain" else {}), lambda rr: rr.choice(values)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Callable
+from collections.abc import Callable
 
 FIRST = ("Ada", "Bruno", "Chen", "Dara", "Elif", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kofi", "Lena", "Mateo",
          "Nia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Vera", "Wes", "Xin", "Yara", "Zane",
@@ -326,8 +326,9 @@ CONCEPTS.update({
                        ("title", "pages", "note", "done"), children=("subsections", "sections")),
     "unit": Concept(("Department", "Unit"), ("A department and its units", "An organisational unit"),
                     ("title", "person", "capacity", "city"), children=("units", "divisions")),
-    "taxon": Concept(("Taxon", "Clade"), ("A group of living things and its subgroups", "A branch of a family tree "
-                     "of species"), ("title", "animal", "year", "population"), children=("subgroups", "branches")),
+    "taxon": Concept(("Taxon", "Clade"), ("A group of living things and its subgroups",
+                                         "A branch of a family tree of species"),
+                     ("title", "animal", "year", "population"), children=("subgroups", "branches")),
     "dependency": Concept(("Dependency", "Package"), ("A software package and the packages it needs",
                                                       "A dependency tree"),
                           ("slug", "version", "public", "date"), children=("requires", "dependencies")),
@@ -338,8 +339,9 @@ CONCEPTS.update({
                         ("title", "level", "rating", "verified"), children=("follow_ups", "next_questions")),
     "trail": Concept(("Trail", "Path"), ("A hiking trail and its side trails", "A path and the paths off it"),
                      ("title", "distance", "level", "season", "open"), children=("side_trails", "spurs")),
-    "account": Concept(("LedgerAccount", "Budget"), ("A ledger account and its sub-accounts", "A budget and its "
-                        "parts"), ("title", "price", "currency", "paid"), children=("sub_accounts", "lines")),
+    "account": Concept(("LedgerAccount", "Budget"), ("A ledger account and its sub-accounts",
+                                                     "A budget and its parts"),
+                       ("title", "price", "currency", "paid"), children=("sub_accounts", "lines")),
     "genre": Concept(("Genre", "Style"), ("A music genre and its subgenres", "A style and the styles it spawned"),
                      ("title", "year", "mood", "instrument"), children=("subgenres", "offshoots")),
     "module": Concept(("Module", "Component"), ("A code module and its submodules", "A software component tree"),
@@ -365,4 +367,5 @@ PROMPTS = ("Invent an example: {d}.", "Describe {d}.", "Give me {d}.", "Create {
            "Generate {d}.", "I need {d} for a demo.", "Write {d} as structured data.", "Come up with {d}.",
            "Please produce {d}.", "Fill in {d}.", "An example of {d}, please.", "Invent {d} for a story.",
            "Sketch out {d}.", "Show me {d}.", "Think up {d} for a test.")
-TYPE_PROMPTS = ("Create {a} {t} object.", "Return one {t}.", "Generate {a} {t}.", "Fill in {a} {t} with example values.")
+TYPE_PROMPTS = ("Create {a} {t} object.", "Return one {t}.", "Generate {a} {t}.",
+                "Fill in {a} {t} with example values.")

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,8 +33,8 @@ from openafm.data.chat import ChatExample
 from openafm.errors import ConfigError
 from openafm.nn.lora import DEFAULT_TARGETS
 from openafm.train.config import ObjectiveKind, TrainConfig
-from openafm.train.lora import LoRAHooks
 from openafm.train.loop import Trainer
+from openafm.train.lora import LoRAHooks
 from openafm.train.objective import LMObjective, at_least_fp32, forward_logits
 from openafm.train.parallel import unwrap
 
@@ -147,16 +147,28 @@ class SFTLoader:
             self._cache[k] = piece
         return self._cache[k]
 
+    def check_lengths(self) -> int:
+        """Tokenize every example now, so a too-long one raises before training (too_long error) -> how many fit."""
+        fit = 0
+        for i, example in enumerate(self.examples):
+            n = len(chat_tokens(self.tokenizer, example).ids)
+            if n > self.seq_len and self.too_long is TooLong.ERROR:
+                raise ValueError(f"{example.where}: {n} tokens do not fit in seq_len={self.seq_len}; raise the "
+                                 f"sequence length, shorten the example, or skip such examples")
+            fit += n <= self.seq_len
+        return fit
+
     def row(self, k: int, stop: int | None = None) -> tuple[dict[str, torch.Tensor], int, int]:
         """The row starting at stream position k (taking none from `stop` on) -> (row, next position, skipped)."""
-        pieces, used, skipped = [], 0, 0
+        pieces, used, skipped, in_a_row = [], 0, 0, 0
         while stop is None or k < stop:
             piece = self.tokens(k)
             if piece is None:
-                k, skipped = k + 1, skipped + 1
-                if skipped > len(self.examples):
+                k, skipped, in_a_row = k + 1, skipped + 1, in_a_row + 1
+                if in_a_row > len(self.examples):
                     raise ValueError(f"no example fits in seq_len={self.seq_len}")
                 continue
+            in_a_row = 0
             if used + len(piece.ids) > self.seq_len:
                 break
             pieces.append(piece)
