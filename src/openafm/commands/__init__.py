@@ -8,4 +8,5 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     train.py      `openafm train CONFIG.yaml [--resume]` and `openafm plot RUN_DIR`
     pipeline.py   `openafm pipeline RECIPE.yaml`: run a training recipe's stages in order (report §4.3)
     qat.py        `openafm qat MODEL OUT` (2-bit QAT) and `openafm recover BASE OUT.safetensors` (LoRA recovery)
+    sft.py        `openafm sft OUT.safetensors`: a LoRA adapter by SFT (default data: guided generation)
 """

@@ -1,6 +1,6 @@
 """LoRA quality recovery (report §6): rank-r LoRA adapters on every linear layer of a frozen compressed base,
-trained on the project's trainer with the base model's data recipe (the same text, distilled from the
-unquantized model), saved as an adapter file tied to the compressed base's weights fingerprint.
+trained on the project's trainer (train/lora.py's LoRAHooks) with the base model's data recipe (the same text,
+distilled from the unquantized model), saved as an adapter file tied to the compressed base's weights fingerprint.
 
     trainer, fingerprint = build_recovery_trainer(config, rank=16)     # config.model: the compressed base
     trainer.run()                                                        # (a native checkpoint: QAT's
@@ -15,53 +15,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from torch import nn
 
 from openafm.checkpoint.adapter import save_adapter
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.load import load_model
 from openafm.errors import ConfigError
-from openafm.nn.lora import DEFAULT_TARGETS, apply_lora, lora_layers
 from openafm.train.config import ObjectiveKind, TrainConfig
 from openafm.train.hooks import TrainHooks
 from openafm.train.kd import KDKind, KDObjective
 from openafm.train.loop import Trainer
+from openafm.train.lora import LoRAHooks
 from openafm.train.parallel import unwrap
-
-
-class LoRAHooks(TrainHooks):
-    """Wrap the targets in LoRA (freezing everything else); the LoRA factors get weight decay 0."""
-    name = "lora"
-
-    def __init__(self, *, rank: int, alpha: float | None = None, targets=DEFAULT_TARGETS, init_factors=None):
-        """init_factors: {layer name: svd_pullout.LoraFactors} to start those adapters from (the SVD pull-out:
-        the base then holds only the residual, and scale · B A starts equal to the pulled-out B A)."""
-        if rank < 1:
-            raise ConfigError(f"LoRA rank={rank} must be >= 1")
-        self.rank, self.alpha, self.targets = rank, float(alpha if alpha is not None else 2 * rank), tuple(targets)
-        self.init_factors = dict(init_factors or {})
-        self.wrapped: list[str] = []
-
-    def prepare_model(self, model: nn.Module) -> nn.Module:
-        self.wrapped = apply_lora(model, rank=self.rank, alpha=self.alpha, targets=self.targets)
-        layers = lora_layers(model)
-        unknown = sorted(set(self.init_factors) - set(layers))
-        if unknown:
-            raise ConfigError(f"init_factors name layers without an adapter: {unknown[:4]} "
-                              f"(adapted layers: {sorted(layers)[:4]}...)")
-        with torch.no_grad():
-            for name, f in self.init_factors.items():
-                layer = layers[name]
-                if f.rank != self.rank:
-                    raise ConfigError(f"init_factors[{name!r}] has rank {f.rank}; the adapters have rank {self.rank}")
-                layer.lora_A.copy_(f.a)
-                layer.lora_B.copy_(f.b / layer.scale)          # scale · B A = the pulled-out product
-        return model
-
-    def param_groups(self, model, config) -> list[dict]:
-        params = [p for p in model.parameters() if p.requires_grad]
-        return [{"name": "lora", "params": params, "weight_decay": 0.0}]
 
 
 def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | None = None, loader=None,

@@ -1,4 +1,4 @@
-"""The trainer (report §4): one loop for pretraining, upcycling, distillation, QAT and LoRA recovery.
+"""The trainer (report §4): one loop for pretraining, upcycling, distillation, QAT, LoRA recovery and SFT.
 
     config.py          TrainConfig (YAML-loadable) and its parts
     batch_protocol.py  the Batch / Loader protocol the data pipeline implements
@@ -7,6 +7,8 @@
     objective.py       Objective protocol and the LM objective (cross-entropy)
     kd.py              the knowledge-distillation objective (KL to teacher logits, full or top-k, + CE)
     hooks.py           TrainHooks: what a non-pretraining job (QAT, LoRA recovery) changes about the loop
+    lora.py            LoRAHooks: rank-r LoRA adapters on a frozen base (SFT adapters, quality recovery)
+    sft.py             supervised fine-tuning on chat examples: labels on the assistant turn only, packed rows
     init.py            weight initialisation for training from scratch (scaled-normal, keep, auto)
     optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping
     schedule.py        learning-rate schedules (warmup + cosine, warmup-stable-decay, constant)

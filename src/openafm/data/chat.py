@@ -1,0 +1,44 @@
+"""Chat examples for supervised fine-tuning: one user turn and the assistant turn to learn, with where each came from.
+
+A JSONL file of them has one object per line, {"prompt": str, "response": str}; any other line (bad JSON, another
+key, a value that is not a non-empty string) is an error naming file:line. `openafm.train.sft` renders them with
+the model's chat template and trains on the assistant turn only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from openafm.data.jsonl import JsonlError, read_jsonl
+
+KEYS = ("prompt", "response")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatExample:
+    prompt: str          # the user turn
+    response: str        # the assistant turn (the only tokens with a loss)
+    where: str = ""      # where it came from, for messages: "file.jsonl:12", "guided train seed 0 #7"
+
+
+def read_chat_jsonl(path: str | Path) -> list[ChatExample]:
+    """Every line of `path` as a ChatExample; the first bad line raises JsonlError naming path:line."""
+    path = Path(path)
+    if not path.is_file():
+        raise JsonlError(f"{path}: no such file (a JSONL file of {{\"prompt\", \"response\"}} objects)")
+    out = []
+    for lineno, obj in enumerate(read_jsonl(path), start=1):
+        where = f"{path}:{lineno}"
+        extra, missing = sorted(set(obj) - set(KEYS)), [k for k in KEYS if k not in obj]
+        if extra or missing:
+            raise JsonlError(f"{where}: a chat example has exactly the keys {list(KEYS)}; "
+                             f"{'missing ' + str(missing) if missing else ''}"
+                             f"{' and ' if missing and extra else ''}{'unknown ' + str(extra) if extra else ''}")
+        for key in KEYS:
+            if not isinstance(obj[key], str) or not obj[key]:
+                raise JsonlError(f"{where}: {key!r} must be a non-empty string, got {obj[key]!r}")
+        out.append(ChatExample(obj["prompt"], obj["response"], where))
+    if not out:
+        raise JsonlError(f"{path}: no examples (the file is empty)")
+    return out
