@@ -112,6 +112,8 @@ def main() -> None:
     p.add_argument("--kinds", default=",".join(TYPES), help=f"comma-separated subset of {list(TYPES)}")
     p.add_argument("--out", default=None, help="also write the JSON here after each configuration (a killed run "
                                                "keeps the configurations it finished)")
+    p.add_argument("--base-from", default=None, metavar="JSON",
+                   help="take the base config's rows from an earlier run's JSON instead of running it again")
     p.add_argument("--ablate-on-failures", action="store_true",
                    help="run the single-remedy configs (max_items, max_depth, repetition_penalty, close_within) only "
                         "on the types the base config does not finish (needs base first); saves most of the time")
@@ -126,6 +128,9 @@ def main() -> None:
     base = fm.SystemLanguageModel()
     adapted = fm.SystemLanguageModel(adapter=fm.SystemLanguageModel.Adapter(args.adapter)) if args.adapter else None
     results = {}
+    if args.base_from:
+        results["base"] = json.loads(Path(args.base_from).read_text())["configs"]["base"]
+        names = [n for n in names if n != "base"]
     for name in names:
         structured, needs_adapter = CONFIGS[name]
         if needs_adapter and adapted is None:
