@@ -29,20 +29,25 @@ import jsonschema  # noqa: E402
 import openafm.fm as fm  # noqa: E402
 from openafm.fm.options import DEFAULT_MAXIMUM_RESPONSE_TOKENS  # noqa: E402
 
+DEFAULTS = fm.StructuredDecoding()
+SINGLE_REMEDIES = ("max_items", "max_depth", "repetition_penalty", "close_within")
+PENALTY = 1.3     # repetition_penalty is off by default; its ablation row uses this value
+
+
+def _alone(name: str) -> fm.StructuredDecoding:
+    """Only one remedy on, at its default (or PENALTY for the repetition penalty)."""
+    value = getattr(DEFAULTS, name)
+    return fm.StructuredDecoding.off().replace(**{name: PENALTY if value is None else value})
+
+
 CONFIGS = {
     # name: (StructuredDecoding, uses the adapter)
     "base": (fm.StructuredDecoding.off(), False),
-    "max_items": (fm.StructuredDecoding.off().replace(max_items=4), False),
-    "max_depth": (fm.StructuredDecoding.off().replace(max_depth=1), False),
-    "repetition_penalty": (fm.StructuredDecoding.off().replace(repetition_penalty=1.3), False),
-    "close_within": (fm.StructuredDecoding.off().replace(close_within=96), False),
-    "default_remedies": (fm.StructuredDecoding(), False),
+    **{name: (_alone(name), False) for name in SINGLE_REMEDIES},
+    "default_remedies": (DEFAULTS, False),
     "adapter": (fm.StructuredDecoding.off(), True),
-    "adapter_with_remedies": (fm.StructuredDecoding(), True),
+    "adapter_with_remedies": (DEFAULTS, True),
 }
-
-
-SINGLE_REMEDIES = ("max_items", "max_depth", "repetition_penalty", "close_within")
 
 
 def prompt_for(cls) -> str:
@@ -64,19 +69,10 @@ async def one(model: fm.SystemLanguageModel, cls, structured: fm.StructuredDecod
                 "detail": f"{type(e).__name__}: {e}"[:200]}
     seconds = time.perf_counter() - t
     try:
-        jsonschema.validate(_plain(result), schema)
+        jsonschema.validate(json.loads(result.generated_content.to_json()), schema)
     except jsonschema.ValidationError as e:
         return {"type": cls.__name__, "outcome": "invalid", "seconds": seconds, "detail": e.message[:200]}
     return {"type": cls.__name__, "outcome": "finished", "seconds": seconds}
-
-
-def _plain(value):
-    """A generated instance (a dataclass tree) -> plain JSON values."""
-    if hasattr(value, "__dataclass_fields__"):
-        return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def run_config(name: str, model: fm.SystemLanguageModel, structured: fm.StructuredDecoding, kinds,
