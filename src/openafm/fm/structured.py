@@ -27,6 +27,7 @@ import dataclasses
 import json
 from typing import Any
 
+from openafm.runtime.constrained import COMPACT_JSON
 from openafm.runtime.steering import SteeredConstraint
 
 
@@ -40,8 +41,9 @@ def prompt_with_schema(prompt: str, schema: dict) -> str:
 
 
 def response_json(value: Any) -> str:
-    """A value as the constrained decoder writes it: compact JSON with ", " and ": " separators."""
-    return json.dumps(value, separators=(", ", ": "), ensure_ascii=False)
+    """A value as the constrained decoder writes it: compact JSON with the grammar's own separators."""
+    return json.dumps(value, separators=(COMPACT_JSON["item_separator"], COMPACT_JSON["key_separator"]),
+                      ensure_ascii=False)
 
 
 @dataclasses.dataclass(frozen=True)
