@@ -14,7 +14,8 @@ from openafm.data.chat import ChatExample
 from openafm.data.guided import GuidedDataset
 from openafm.errors import ConfigError
 from openafm.train.config import TrainConfig
-from openafm.train.sft import Order, SFTLoader, TooLong, build_sft_trainer, chat_tokens, heldout_loss, save_sft_adapter
+from openafm.train.lora import save_lora_adapter
+from openafm.train.sft import Order, SFTLoader, TooLong, build_sft_trainer, chat_tokens, heldout_loss
 from tiny import make_tiny
 
 END = "<|im_end|>"
@@ -155,7 +156,7 @@ def test_lora_sft_trains_only_the_adapter_and_reloads_through_fm(tmp_path, token
     after = heldout_loss(trainer.model, examples[30:36], tokenizer, seq_len=1024, too_long=TooLong.SKIP)["loss"]
     assert len(records) == 4 and all(r["labelled_tokens"] > 0 for r in records) and after < before
     assert all(torch.equal(p, frozen[n]) for n, p in trainer.model.named_parameters() if n in frozen)
-    out = save_sft_adapter(trainer, tmp_path / "a.safetensors", fingerprint)
+    out = save_lora_adapter(trainer, tmp_path / "a.safetensors", fingerprint)
     ids = torch.tensor([chat_tokens(tokenizer, examples[0]).ids[:64]])
     with torch.no_grad():
         expected = trainer.model.eval()(ids)

@@ -15,7 +15,8 @@ from openafm.data.jsonl import read_jsonl
 from openafm.nn.lora import DEFAULT_TARGETS
 from openafm.train.config import Precision, TrainConfig
 from openafm.train.loop import METRICS_FILE
-from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer, heldout_loss, save_sft_adapter
+from openafm.train.lora import save_lora_adapter
+from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer, heldout_loss
 
 GUIDED, HELDOUT, NONE = "guided", "guided-heldout", "none"
 SUMMARY_FILE = "sft.json"
@@ -133,7 +134,7 @@ def _cmd_sft(args) -> int:
     trainer.run(resume=args.resume)
     with trainer.eval_model() as model:
         after = evaluate(model)
-    path = save_sft_adapter(trainer, out, fingerprint)
+    path = save_lora_adapter(trainer, out, fingerprint)
     losses = [r["loss"] for r in read_jsonl(run_dir / METRICS_FILE)]
     window = max(1, min(10, len(losses) // 4))
     summary = {"adapter": str(path), "base_model": args.model, "base_fingerprint": fingerprint, "data": args.data,

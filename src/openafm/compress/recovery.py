@@ -13,11 +13,9 @@ through `fm.SystemLanguageModel(adapter=fm.SystemLanguageModel.Adapter(path), mo
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from torch import nn
 
-from openafm.checkpoint.adapter import save_adapter
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.load import load_model
 from openafm.errors import ConfigError
@@ -25,8 +23,7 @@ from openafm.train.config import ObjectiveKind, TrainConfig
 from openafm.train.hooks import TrainHooks
 from openafm.train.kd import KDKind, KDObjective
 from openafm.train.loop import Trainer
-from openafm.train.lora import LoRAHooks
-from openafm.train.parallel import unwrap
+from openafm.train.lora import LoRAHooks, save_lora_adapter
 
 
 def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | None = None, loader=None,
@@ -49,8 +46,5 @@ def build_recovery_trainer(config: TrainConfig, *, rank: int, alpha: float | Non
                       hooks=[LoRAHooks(rank=rank, alpha=alpha, init_factors=init_factors), *(hooks or [])])
     return trainer, fingerprint
 
-
-def save_recovery_adapter(trainer, path: str | Path, base_fingerprint: str) -> Path:
-    """Write the trained LoRA factors as an adapter file for the compressed base (checkpoint/adapter.py)."""
-    with trainer.eval_model() as model:
-        return save_adapter(path, unwrap(model), base_name=trainer.config.model, base_fingerprint=base_fingerprint)
+# A recovery adapter is a LoRA adapter for the compressed base: the trainer-agnostic writer serves both.
+save_recovery_adapter = save_lora_adapter

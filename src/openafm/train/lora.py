@@ -9,12 +9,16 @@ It is used by guided-generation SFT (train/sft.py, `openafm sft`) and by quality
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
+from openafm.checkpoint.adapter import save_adapter
 from openafm.errors import ConfigError
 from openafm.nn.lora import DEFAULT_TARGETS, apply_lora, lora_layers
 from openafm.train.hooks import TrainHooks
+from openafm.train.parallel import unwrap
 
 
 class LoRAHooks(TrainHooks):
@@ -50,3 +54,10 @@ class LoRAHooks(TrainHooks):
     def param_groups(self, model, config) -> list[dict]:
         params = [p for p in model.parameters() if p.requires_grad]
         return [{"name": "lora", "params": params, "weight_decay": 0.0}]
+
+
+def save_lora_adapter(trainer, path: str | Path, base_fingerprint: str) -> Path:
+    """Write a LoRAHooks trainer's adapters (its eval weights) as an adapter file for its base
+    (checkpoint/adapter.py), recording the base's fingerprint taken before LoRA was applied."""
+    with trainer.eval_model() as model:
+        return save_adapter(path, unwrap(model), base_name=trainer.config.model, base_fingerprint=base_fingerprint)

@@ -22,6 +22,7 @@ from openafm.errors import ConfigError
 from openafm.models.decoder import Block
 from openafm.train.config import ParallelKind
 
+
 def init_distributed(kind: ParallelKind, device: str = "cpu") -> tuple[int, int]:
     """-> (rank, world size). Joins torchrun's process group for ddp / fsdp2."""
     env_world = int(os.environ.get("WORLD_SIZE", "1"))

@@ -8,7 +8,7 @@ model learns the answer and where it ends, never the prompt. Examples are packed
 
     loader = SFTLoader(examples, tokenizer, seq_len=384, global_batch=8)
     trainer, fingerprint = build_sft_trainer(config, base=model, loader=loader, rank=16)
-    trainer.run(); save_sft_adapter(trainer, "adapter.safetensors", fingerprint)
+    trainer.run(); save_lora_adapter(trainer, "adapter.safetensors", fingerprint)
 
 The loader is deterministic and resumable like the others: the stream of examples is a seeded permutation per
 epoch, a row takes examples from the stream while they fit, and the position saved is the stream index.
@@ -19,14 +19,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from openafm.checkpoint.adapter import save_adapter
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.data.batch import IGNORE_INDEX, Batch
 from openafm.data.chat import ChatExample
@@ -36,7 +34,6 @@ from openafm.train.config import ObjectiveKind, TrainConfig
 from openafm.train.loop import Trainer
 from openafm.train.lora import LoRAHooks
 from openafm.train.objective import LMObjective, at_least_fp32, forward_logits
-from openafm.train.parallel import unwrap
 
 
 class TooLong(str, enum.Enum):
@@ -243,9 +240,3 @@ def build_sft_trainer(config: TrainConfig, *, base: nn.Module, loader: SFTLoader
     trainer = Trainer(config, model=base, objective=LMObjective(), loader=loader,
                       hooks=[LoRAHooks(rank=rank, alpha=alpha, targets=targets)])
     return trainer, fingerprint
-
-
-def save_sft_adapter(trainer: Trainer, path: str | Path, base_fingerprint: str) -> Path:
-    """Write the trained LoRA factors as an adapter file for the base (checkpoint/adapter.py)."""
-    with trainer.eval_model() as model:
-        return save_adapter(path, unwrap(model), base_name=trainer.config.model, base_fingerprint=base_fingerprint)
