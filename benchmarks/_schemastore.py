@@ -63,11 +63,13 @@ def prompt_messages(schema: dict) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
 
 
-def compile_one(name: str, schema: Any, tokenizer, schema_cls, schema_error, constraint_cls, grammar_error) -> dict:
+def compile_one(name: str, schema: Any, tokenizer, schema_cls, schema_error, constraint_cls, grammar_error,
+                fit: Any = None) -> dict:
+    """Compile one schema on openafm's path (``fit``: a SchemaFit; None for the default, exact)."""
     t = time.perf_counter()
     record: dict[str, Any] = {"schema": name}
     try:
-        made = schema_cls.from_json_schema(schema)
+        made = schema_cls.from_json_schema(schema) if fit is None else schema_cls.from_json_schema(schema, fit=fit)
         normalized = made.to_json_schema()
         constraint_cls.from_json_schema(normalized, tokenizer)
     except (schema_error, grammar_error) as e:
@@ -77,6 +79,7 @@ def compile_one(name: str, schema: Any, tokenizer, schema_cls, schema_error, con
         return {**record, "outcome": "bug", "error": f"{type(e).__name__}: {str(e)[:400]}"}
     return {**record, "outcome": "compiled", "ignored_keywords": len(made.ignored_keywords),
             "rewritten_keywords": len(made.rewritten_keywords), "normalized": normalized,
+            "narrowed_keywords": [f"{k} at {w}: {why}" for w, k, why in made.narrowed_keywords],
             "seconds": round(time.perf_counter() - t, 3)}
 
 
@@ -110,25 +113,27 @@ def generate_one(lm, name: str, schema: dict, normalized: dict, max_new_tokens: 
 
 
 def run(lm, tokenizer, generate_limit: int, seed: int, max_new_tokens: int, *, schema_cls, schema_error,
-        constraint_cls, grammar_error) -> dict:
+        constraint_cls, grammar_error, fits: dict[str, Any]) -> dict:
+    """Compile every schema under each fit of ``fits`` ({label: SchemaFit}, the exact one first); generate for a
+    sample of those the last fit (the most permissive) compiles."""
     schemas = load_schemas(vendor_dir())
-    compiled = [compile_one(n, s, tokenizer, schema_cls, schema_error, constraint_cls, grammar_error)
-                for n, s in schemas.items()]
+    by_fit = {label: [compile_one(n, s, tokenizer, schema_cls, schema_error, constraint_cls, grammar_error, fit)
+                      for n, s in schemas.items()] for label, fit in fits.items()}
+    per_fit = {label: _compile_summary(results, len(schemas)) for label, results in by_fit.items()}
+    compiled = list(by_fit.values())[-1]
     ok = [c for c in compiled if c["outcome"] == "compiled"]
     chosen = sorted(random.Random(seed).sample(ok, min(generate_limit, len(ok))), key=lambda c: c["schema"])
     generated = [generate_one(lm, c["schema"], schemas[c["schema"]], c["normalized"], max_new_tokens,
                               constraint_cls, grammar_error) for c in chosen]
     counts = Counter(g["outcome"] for g in generated)
-    for c in compiled:
-        c.pop("normalized", None)
+    for results in by_fit.values():
+        for c in results:
+            c.pop("normalized", None)
     return {
         "source": source_name(), "schemas": len(schemas),
-        "compiled": len(ok), "compile_rate": round(len(ok) / len(schemas), 3),
-        "rejected": sum(c["outcome"] == "rejected" for c in compiled),
-        "bug": sum(c["outcome"] == "bug" for c in compiled),
-        "rejection_reasons": dict(Counter(_reason(c["error"]) for c in compiled if c["outcome"] == "rejected")),
-        "per_schema": compiled,
+        "fits": per_fit,
         "generation": {
+            "fit": list(fits)[-1],
             "sample": {"size": len(chosen), "of_compiled": len(ok), "seed": seed, "generate_limit": generate_limit,
                        "note": "a seeded sample of the compiled schemas (all of them when the limit allows): "
                                "generation is slow on a 2-core CPU"},
@@ -138,6 +143,15 @@ def run(lm, tokenizer, generate_limit: int, seed: int, max_new_tokens: int, *, s
             "results": generated,
         },
     }
+
+
+def _compile_summary(compiled: list[dict], total: int) -> dict:
+    ok = sum(c["outcome"] == "compiled" for c in compiled)
+    return {"compiled": ok, "compile_rate": round(ok / total, 3),
+            "rejected": sum(c["outcome"] == "rejected" for c in compiled),
+            "bug": sum(c["outcome"] == "bug" for c in compiled),
+            "rejection_reasons": dict(Counter(_reason(c["error"]) for c in compiled if c["outcome"] == "rejected")),
+            "per_schema": compiled}
 
 
 def _reason(message: str) -> str:

@@ -8,7 +8,8 @@ openafm's extensions that are not names (the SDK has none of them; code written 
     LanguageModelSession   tool_choice=; respond(include_schema_in_prompt=); stream_response of structured
                            output (generating= / schema= / json_schema=); prewarm(); last_prefill
     SystemLanguageModel    model= (which openafm model), adapter=, max_concurrent_requests=; unavailable_detail
-    GenerationSchema       to_json_schema(), from_json_schema() (a raw JSON Schema, checked for the decoder)
+    GenerationSchema       to_json_schema(), from_json_schema() (a raw JSON Schema, checked for the decoder; fit=,
+                           narrowed_keywords, ignored_keywords, rewritten_keywords)
     GeneratedContent       from_partial_json() (streamed snapshots)
     Transcript             Transcript(entries), append(), entries, to_json(), len()
     ImageAttachment        a str path as well as a pathlib.Path; path and label properties
@@ -23,6 +24,9 @@ Modules:
     raw_schema.py  a raw JSON Schema -> what the engine enforces: annotations dropped and listed, rewrites applied
     keywords.py    the table: each JSON Schema keyword (drafts 04..2020-12) -> annotation/enforced/rewritten/unsupported
     negation.py    the exact complement of a schema (for not, if/else, oneOf) and proofs that two schemas are disjoint
+    narrowing.py   SchemaFit; opt-in narrowings: a subset of a keyword's values where no exact rewrite exists
+    simplify.py    exact simplifications that keep the engine under its size cap (repeated properties, if-chains)
+    property_names.py  propertyNames: listed names checked, other keys as patternProperties (or none, narrowed)
     content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
     options.py     GenerationOptions, SamplingMode
     prompt.py      Prompt, PromptComponent, Attachment, ImageAttachment: what respond takes, read as text
@@ -66,6 +70,7 @@ from openafm.fm.model import (
     SystemLanguageModelUseCase,
     SystemLanguageModelVariant,
 )
+from openafm.fm.narrowing import SchemaFit
 from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
 from openafm.fm.prompt import Attachment, ImageAttachment, Prompt, PromptComponent
 from openafm.fm.schema import GenerationSchema, Property
@@ -93,5 +98,6 @@ EXTENSIONS = [
     "Property",                 # one field of a GenerationSchema, for building schemas by hand
     "parse_partial_json",       # the prefix-of-JSON parser behind streamed partial objects
     "StructuredDecoding",       # GenerationOptions(structured=...): remedies that make structured responses finish
+    "SchemaFit",                # from_json_schema(fit=...): EXACT (default) or NARROWED (a subset where no exact rewrite)
 ]
 __all__ = SDK_NAMES + EXTENSIONS

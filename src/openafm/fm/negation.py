@@ -19,11 +19,13 @@ A string outside a finite set is a regex over the set's trie (any text that leav
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any, Callable
 
 from openafm.fm.guide import pattern_accepts
 from openafm.fm.keywords import KeywordKind, kind_of
+from openafm.fm.narrowing import Narrowing
 
 JSON_TYPES = ("null", "boolean", "object", "array", "string", "number")
 ALL_TYPES = frozenset(JSON_TYPES)
@@ -35,8 +37,12 @@ class CannotNegate(Exception):
     """The complement of a schema is not expressible exactly with the keywords the engine enforces."""
 
 
-def negate(schema: Any, resolve: Resolve, depth: int = 0) -> Any:
-    """A raw JSON Schema admitting exactly the JSON values ``schema`` refuses."""
+def negate(schema: Any, resolve: Resolve, depth: int = 0, narrowing: Narrowing | None = None) -> Any:
+    """A raw JSON Schema admitting exactly the JSON values ``schema`` refuses.
+
+    With ``narrowing``, a keyword whose complement is not expressible contributes only the part that is (or
+    nothing), so the result admits a subset of those values; what was left out is recorded there.
+    """
     if depth > _MAX_DEPTH:
         raise CannotNegate("the complement of a recursive $ref")
     if schema is True or schema == {}:
@@ -47,14 +53,40 @@ def negate(schema: Any, resolve: Resolve, depth: int = 0) -> Any:
         raise CannotNegate(f"not a schema: {schema!r}")
     parts: list[Any] = []
     for key, value in schema.items():
-        parts.extend(_negate_keyword(key, value, schema, resolve, depth))
+        try:
+            parts.extend(_negate_keyword(key, value, schema, resolve, depth, narrowing))
+        except CannotNegate as e:
+            if narrowing is None:
+                raise
+            narrowing.give_up(str(e))
+            parts.extend(_narrowed_complement(key, value))
     parts = [p for p in parts if p is not False]
     if not parts:
         return False
     return parts[0] if len(parts) == 1 else {"anyOf": parts}
 
 
-def _negate_keyword(key: str, value: Any, schema: dict, resolve: Resolve, depth: int) -> list[Any]:
+def _narrowed_complement(key: str, value: Any) -> list[Any]:
+    """The part of keyword ``key``'s complement that is expressible, where it has no exact one."""
+    if key == "type":
+        types = {value} if isinstance(value, str) else set(value)
+        rest = [t for t in JSON_TYPES if t not in types and t != "number"]   # not the non-integer numbers
+        return [{"type": rest}] if rest else []
+    if key in ("enum", "const"):
+        values = value if key == "enum" else [value]
+        composite = {json_type(v) for v in values} & {"object", "array"}   # no complement said for these kinds
+        out = []
+        for part in not_values([v for v in values if json_type(v) not in composite]):
+            if isinstance(part.get("type"), list):
+                part = {**part, "type": [t for t in part["type"] if t not in composite]}
+            if part.get("type") != []:
+                out.append(part)
+        return out
+    return []
+
+
+def _negate_keyword(key: str, value: Any, schema: dict, resolve: Resolve, depth: int,
+                    narrowing: Narrowing | None) -> list[Any]:
     """The alternatives whose union is every value failing keyword ``key`` (with its siblings where they pair)."""
     alone = ("then", "else", "additionalItems", "minContains", "maxContains")
     if key in alone or kind_of(key) is KeywordKind.ANNOTATION:
@@ -72,7 +104,7 @@ def _negate_keyword(key: str, value: Any, schema: dict, resolve: Resolve, depth:
     if key == "properties":
         out = []
         for name, sub in value.items():
-            n = negate(sub, resolve, depth + 1)
+            n = negate(sub, resolve, depth + 1, narrowing)
             if n is not False:
                 out.append({"type": "object", "required": [name], "properties": {name: n}})
         return out
@@ -93,30 +125,48 @@ def _negate_keyword(key: str, value: Any, schema: dict, resolve: Resolve, depth:
     if key == "prefixItems" or (key == "items" and isinstance(value, list)):
         out = []
         for i, sub in enumerate(value):
-            n = negate(sub, resolve, depth + 1)
+            n = negate(sub, resolve, depth + 1, narrowing)
             if n is not False:
                 out.append({"type": "array", "minItems": i + 1, "prefixItems": [True] * i + [n]})
         return out
     if key == "anyOf":
-        return [{"allOf": [negate(s, resolve, depth + 1) for s in value]}]
+        return [{"allOf": [negate(s, resolve, depth + 1, narrowing) for s in value]}]
     if key == "allOf":
-        return [negate(s, resolve, depth + 1) for s in value]
+        return [negate(s, resolve, depth + 1, narrowing) for s in value]
     if key == "not":
         return [value]
     if key == "$ref":
         target = resolve(value)
         if target is None:
             raise CannotNegate(f"$ref {value!r} is not a local reference")
-        return [negate(target, resolve, depth + 1)]
+        return [negate(target, resolve, depth + 1, narrowing)]
     if key == "if":
         out = []
         if "then" in schema:
-            out.append({"allOf": [value, negate(schema["then"], resolve, depth + 1)]})
+            out.append({"allOf": [value, negate(schema["then"], resolve, depth + 1, narrowing)]})
         if "else" in schema:
-            out.append({"allOf": [negate(value, resolve, depth + 1), negate(schema["else"], resolve, depth + 1)]})
+            out.append({"allOf": [negate(value, resolve, depth + 1, narrowing),
+                                  negate(schema["else"], resolve, depth + 1, narrowing)]})
         return out
     if key == "uniqueItems" and value is False:
         return []
+    if key == "additionalProperties" and narrowing is not None and narrowing.names:
+        listed, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
+        extra = [n for n in narrowing.names if n not in listed and not any(pattern_accepts(p, n) for p in patterns)]
+        inner = negate(value, resolve, depth + 1, narrowing)
+        narrowing.give_up("objects whose extra keys are not among the surrounding schema's properties")
+        return [] if inner is False else [{"type": "object", "required": [n], "properties": {n: inner}}
+                                          for n in extra]
+    if key == "contains":
+        if "maxContains" in schema or schema.get("minContains", 1) != 1:
+            raise CannotNegate("the complement of contains with minContains/maxContains")
+        return [{"type": "array", "items": negate(value, resolve, depth + 1, narrowing)}]   # no item matches
+    if key == "oneOf":   # none matches (two matching is the rest of the complement: empty when disjoint)
+        if not all(disjoint(a, b, resolve) for a, b in itertools.combinations(value, 2)):
+            if narrowing is None:
+                raise CannotNegate("the complement of overlapping oneOf branches holds values matching two")
+            narrowing.give_up("values matching two oneOf branches")
+        return [{"allOf": [negate(s, resolve, depth + 1, narrowing) for s in value]}]
     raise CannotNegate(f"the complement of {key!r} is not expressible with the keywords the engine enforces")
 
 
@@ -262,8 +312,24 @@ def fails(value: Any, schema: Any, resolve: Resolve, depth: int = 0) -> bool:
         return True
     if any(fails(value, s, resolve, depth + 1) for s in schema.get("allOf", [])):
         return True
+    if _surely_passes(value, schema.get("not")):
+        return True
     return any(isinstance(schema.get(k), list) and all(fails(value, s, resolve, depth + 1) for s in schema[k])
                for k in ("anyOf", "oneOf"))
+
+
+def _surely_passes(value: Any, schema: Any) -> bool:
+    """True only when ``value`` certainly passes ``schema`` (read: a list of values, with a type)."""
+    if schema is True or schema == {}:
+        return True
+    if not isinstance(schema, dict) or set(schema) - _NOTES - {"type"} not in ({"enum"}, {"const"}):
+        return False
+    listed = schema["enum"] if "enum" in schema else [schema["const"]]
+    named = schema.get("type", JSON_TYPES)
+    named = [named] if isinstance(named, str) else named
+    kind = json_type(value)
+    typed = kind in named or kind == "number" and "integer" in named and float(value).is_integer()
+    return isinstance(listed, list) and typed and _canonical(value) in {_canonical(v) for v in listed}
 
 
 def _discriminated(a: dict, b: dict, resolve: Resolve, depth: int) -> bool:

@@ -10,8 +10,10 @@ keywords raise :class:`InvalidGenerationSchemaError` naming the keyword and its 
 >>> n.ignored
 [('#', 'self'), ('#/properties/n', 'x-unit')]
 >>> n.schema["properties"]["n"]
-{'type': 'integer', 'allOf': [{'anyOf': [{'type': ['null', 'boolean', 'object', 'array', 'string']}, \
-{'type': 'number', 'exclusiveMaximum': 0}, {'type': 'number', 'exclusiveMinimum': 0}]}]}
+{'type': 'integer', 'allOf': [{'anyOf': [{'type': 'number', 'exclusiveMaximum': 0}, \
+{'type': 'number', 'exclusiveMinimum': 0}]}]}
+
+(the complement's parts no integer can take, such as the other types, are left out.)
 
 A ``$ref`` into a place that is not a schema position (``#/$defs/plugins/shared``, a vendor keyword) still
 resolves: its target moves to ``$defs``.
@@ -24,13 +26,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openafm.fm.errors import InvalidGenerationSchemaError
-from openafm.fm.guide import pattern_accepts
 from openafm.fm.keywords import (
     ENGINE_FORMATS, KEPT_ANNOTATIONS, KEYWORDS, SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_ONE, KeywordKind, kind_of,
 )
+from openafm.fm.narrowing import (
+    FORMAT_NARROWINGS, CannotNarrow, Narrowing, SchemaFit, contains, evaluated_names, property_counts, unique_items,
+)
 from openafm.fm.negation import CannotNegate, disjoint, negate
+from openafm.fm.property_names import property_names
+from openafm.fm.simplify import simplify
 
 DIALECT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+# Rewrites (a oneOf of large overlapping branches, each excluding the others) can grow a schema exponentially; past
+# this many nodes the engine, which stops at 50,000 (its "schema too large"), would refuse it anyway.
+MAX_NODES = 100_000
 _IN_PLACE_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "$ref", "dependentSchemas", "dependencies",
                          "$dynamicRef", "$recursiveRef")
 
@@ -40,16 +49,19 @@ class Normalized:
     schema: Any
     ignored: list[tuple[str, str]] = field(default_factory=list)     # (where, keyword): annotations dropped
     rewritten: list[tuple[str, str]] = field(default_factory=list)   # (where, keyword): replaced by a rewrite
+    narrowed: list[tuple[str, str, str]] = field(default_factory=list)  # (where, keyword, what was given up)
 
 
-def normalize(schema: dict) -> Normalized:
-    """Check and rewrite ``schema`` (a dict); see the module docstring."""
-    n = _Normalizer(schema)
+def normalize(schema: dict, fit: SchemaFit = SchemaFit.EXACT) -> Normalized:
+    """Check and rewrite ``schema`` (a dict); see the module docstring (and ``narrowing.py`` for ``fit``)."""
+    n = _Normalizer(schema, fit)
     out = n.node(schema, "#")
+    if out is False:
+        raise InvalidGenerationSchemaError(f"narrowing leaves no value at all: {'; '.join(w[2] for w in n.narrowed)}")
     n.relocate(out)
     if "$schema" in out:   # every older form is rewritten: the engine reads the result as draft 2020-12
         out["$schema"] = DIALECT_2020_12
-    return Normalized(out, n.ignored, n.rewritten)
+    return Normalized(out, n.ignored, n.rewritten, n.narrowed)
 
 
 def pointer(base: str, *parts: Any) -> str:
@@ -74,14 +86,26 @@ def resolve_pointer(document: Any, ref: str) -> Any:
 
 
 class _Normalizer:
-    def __init__(self, root: dict):
-        self.root = root
+    def __init__(self, root: dict, fit: SchemaFit):
+        self.root, self.fit = root, fit
         self.ignored: list[tuple[str, str]] = []
         self.rewritten: list[tuple[str, str]] = []
+        self.narrowed: list[tuple[str, str, str]] = []
+        self.nodes = 0
         self.at: dict[str, Any] = {}            # original pointer -> its normalized node
         self.refs: list[dict] = []              # output nodes holding a local $ref
         # A nested $id makes '#/...' relative to that resource: no local resolution of our own then.
         self.local_refs = not _has_nested_id(root)
+
+    def remote(self, ref: str) -> bool:
+        """Whether ``ref`` names another document (never fetched) rather than a place in this one."""
+        if not self.local_refs:
+            return False   # embedded resources ($id inside): the engine resolves (or names) the reference
+        document = urllib.parse.urldefrag(ref)[0]
+        base = self.root.get("$id", self.root.get("id")) if isinstance(self.root, dict) else None
+        base = base if isinstance(base, str) else ""
+        return bool(document) and urllib.parse.urldefrag(urllib.parse.urljoin(base, document))[0] \
+            != urllib.parse.urldefrag(base)[0]
 
     def resolve(self, ref: str) -> Any:
         return resolve_pointer(self.root, ref) if self.local_refs else None
@@ -97,8 +121,15 @@ class _Normalizer:
         if isinstance(schema, bool):
             return schema
         here = where or "(rewrite)"
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise InvalidGenerationSchemaError(f"the rewritten schema grows past {MAX_NODES:,} nodes (at {here}): "
+                                               f"too large for the decoding engine (llguidance stops at 50,000)")
         if not isinstance(schema, dict):
             raise InvalidGenerationSchemaError(f"JSON Schema at {here} must be an object or a boolean, got {schema!r}")
+        if self.fit is SchemaFit.NARROWED and isinstance(schema.get("$ref"), str) and self.remote(schema["$ref"]):
+            self.narrowed.append((here, "$ref", f"{schema['$ref']} is never fetched: no value here"))
+            return False
         work, extra = self.rewrite(schema, here, record and where is not None)
         out: dict[str, Any] = {}
         for key, value in work.items():
@@ -120,6 +151,7 @@ class _Normalizer:
 
     def rewrite(self, schema: dict, where: str, record: bool) -> tuple[dict, list[Any]]:
         """(the node with rewritten and ignored keywords taken out, allOf members to add)."""
+        schema = simplify(schema, self.resolve)
         work: dict[str, Any] = {}
         extra: list[Any] = []
         for key, value in schema.items():
@@ -135,8 +167,20 @@ class _Normalizer:
                 if key in ("minContains", "maxContains") and "contains" not in schema:
                     self.ignored.append((where, key)) if record else None
                     continue
+                if key in ("contains", "minContains") and self.fit is SchemaFit.NARROWED:
+                    try:
+                        extra.append(contains(schema, schema["contains"])) if key == "contains" else None
+                    except CannotNarrow as e:
+                        raise self.fail(key, where, f"no narrowing: {e}") from None
+                    self.narrowed.append((where, key, "only arrays whose first items match")) if key == "contains" \
+                        else None
+                    continue
                 raise self.fail(key, where, KEYWORDS[key][1])
             if kind is KeywordKind.ENFORCED:
+                if key == "format" and value in FORMAT_NARROWINGS and self.fit is SchemaFit.NARROWED:
+                    extra.append(FORMAT_NARROWINGS[value])
+                    self.narrowed.append((where, key, f"{value}: only strings of {FORMAT_NARROWINGS[value]}"))
+                    continue
                 if key == "format" and isinstance(value, str) and value not in ENGINE_FORMATS:
                     raise self.fail(key, where, f"format {value!r} is not one the engine enforces; it enforces "
                                                 f"{', '.join(sorted(ENGINE_FORMATS))}")
@@ -148,10 +192,17 @@ class _Normalizer:
                     continue
                 work[key] = min(work[key], value) if key == "maxItems" and key in work else value  # uniqueItems
                 continue
+            narrowing = Narrowing() if self.fit is SchemaFit.NARROWED else None
             try:
-                self.rewrite_one(key, value, schema, where, work, extra, record)
+                self.rewrite_one(key, value, schema, where, work, extra, record, narrowing)
             except CannotNegate as e:
                 raise self.fail(key, where, f"no exact rewrite: {e}") from None
+            except CannotNarrow as e:
+                raise self.fail(key, where, f"no exact rewrite, nor a narrowing: {e}") from None
+            if narrowing is not None and narrowing.given_up:
+                self.narrowed.append((where, key, "; ".join(dict.fromkeys(narrowing.given_up))))
+        if "minProperties" in work or "maxProperties" in work:
+            self.property_counts(work, extra, where)
         for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
             if isinstance(work.get(exclusive), bool):   # draft-04: a flag on the bound
                 flag = work.pop(exclusive)
@@ -167,7 +218,7 @@ class _Normalizer:
             self.rewritten.append((where, key))
 
     def rewrite_one(self, key: str, value: Any, schema: dict, where: str, work: dict, extra: list,
-                    record: bool) -> None:
+                    record: bool, narrowing: Narrowing | None) -> None:
         """Replace one REWRITTEN keyword by enforced ones (into ``work`` or as allOf members in ``extra``)."""
         if key in ("then", "else") and "if" not in schema or key == "if" and not {"then", "else"} & set(schema):
             return self.ignored.append((where, key)) if record else None   # constrains nothing alone
@@ -176,14 +227,17 @@ class _Normalizer:
         self.note(record, where, key)
         if key in ("then", "else", "additionalItems"):
             return   # read with `if` / list-form `items`
+        rest = {k: v for k, v in schema.items() if k not in (key, "then", "else")}   # what holds beside it
         if key == "not":
-            extra.append(negate(value, self.resolve))
-        elif key == "if":
-            yes = [value] + ([schema["then"]] if "then" in schema else [])
-            no = [negate(value, self.resolve)] + ([schema["else"]] if "else" in schema else [])
-            extra.append({"anyOf": [{"allOf": yes}, {"allOf": no}]})
+            extra.append(self.within(negate(value, self.resolve, narrowing=narrowing), rest))
+        elif key == "if":   # (if and then) or (not if and else); with one of them: (not if or then), (if or else)
+            no = self.within(negate(value, self.resolve, narrowing=narrowing), rest)
+            if "then" in schema and "else" in schema:
+                extra.append({"anyOf": [{"allOf": [value, schema["then"]]}, {"allOf": [no, schema["else"]]}]})
+            else:
+                extra.append({"anyOf": [no, schema["then"]] if "then" in schema else [value, schema["else"]]})
         elif key == "oneOf":   # in place as anyOf where it can be (keeps the engine's property order)
-            branches = self.exclusive_branches(value)
+            branches = self.exclusive_branches(value, narrowing)
             if "anyOf" in schema:
                 extra.append({"anyOf": branches})
             else:
@@ -194,12 +248,32 @@ class _Normalizer:
                     else {"required": [name, *need]}
                 extra.append({"anyOf": [{"properties": {name: False}}, present]})
         elif key == "uniqueItems" and value:
-            if not _at_most_one_item(schema):
+            if _at_most_one_item(schema):
+                work["maxItems"] = min(schema.get("maxItems", 1), 1)   # two items of one value repeat it
+                return
+            if narrowing is None:
                 raise CannotNegate("uniqueItems: true is exact only where at most one item can exist "
                                    "(maxItems <= 1, or items with a single value)")
-            work["maxItems"] = min(schema.get("maxItems", 1), 1)   # two items of one value repeat it
+            distinct = unique_items(schema)
+            if "maxItems" in distinct:
+                work["maxItems"] = min(work.get("maxItems", 1), 1)
+                narrowing.give_up("arrays of at most one item")
+            else:
+                extra.append(distinct)
+                narrowing.give_up("distinct listed values, in the listed order only")
         elif key in ("unevaluatedProperties", "unevaluatedItems"):
             applicators = [k for k in _IN_PLACE_APPLICATORS if k in schema]
+            if key == "unevaluatedProperties" and applicators and "additionalProperties" in schema:
+                return   # additionalProperties evaluates every key left: nothing is unevaluated
+            if key == "unevaluatedProperties" and applicators:
+                names, complete = evaluated_names(schema, self.resolve)
+                if not complete and narrowing is None:
+                    raise CannotNegate(f"{key} beside the in-place applicator(s) {applicators}, which evaluate keys "
+                                       f"other than through properties")
+                if not complete:
+                    narrowing.give_up("keys evaluated other than through properties of the node and its allOf/$ref")
+                extra.append({"properties": {n: True for n in sorted(names)}, "additionalProperties": value})
+                return
             if applicators:
                 raise CannotNegate(f"{key} beside the in-place applicator(s) {applicators}")
             target = "additionalProperties" if key == "unevaluatedProperties" else "items"
@@ -207,37 +281,56 @@ class _Normalizer:
                                                                    and "propertyNames" in schema):
                 work[target] = value   # (beside propertyNames, that rewrite places it)
         elif key == "propertyNames":
-            self.property_names(value, schema, where, work)
+            property_names(value, schema, work, narrowing)
 
-    def exclusive_branches(self, branches: list) -> list:
-        """oneOf -> anyOf: each branch also excludes every other branch it may overlap."""
+    def exclusive_branches(self, branches: list, narrowing: Narrowing | None) -> list:
+        """oneOf -> anyOf: each branch also excludes every other branch it may overlap (a branch left empty goes)."""
         out = []
         for i, branch in enumerate(branches):
-            others = [negate(b, self.resolve) for j, b in enumerate(branches)
+            if narrowing is not None:
+                target = self.resolve(branch["$ref"]) if isinstance(branch, dict) and "$ref" in branch else branch
+                props = target.get("properties") if isinstance(target, dict) else None
+                narrowing.names = tuple(props) if isinstance(props, dict) else ()
+            others = [self.within(negate(b, self.resolve, narrowing=narrowing), branch) for j, b in enumerate(branches)
                       if j != i and not disjoint(branch, b, self.resolve)]
+            if any(o is False for o in others):
+                continue   # another branch admits everything (or all its narrowed complement is gone)
             out.append({"allOf": [branch, *others]} if others else branch)
+        if not out:
+            raise CannotNarrow("no oneOf branch is left") if narrowing is not None else CannotNegate(
+                "every oneOf branch overlaps one that admits every value")
         return out
 
-    def property_names(self, names: Any, schema: dict, where: str, work: dict) -> None:
-        """propertyNames: each listed name checked here; unlisted keys through a pattern, when exactly possible."""
-        rule = _names_regex(names)
-        if rule == "":
-            return   # every key is a string: constrains nothing
-        if rule is None:
-            raise CannotNegate(f"propertyNames {names!r}: only type string with one of pattern, minLength/maxLength, "
-                               f"enum or const is read")
-        refused = [n for n in schema.get("properties", {}) if not pattern_accepts(rule, n)]
-        if refused:
-            work["properties"] = {n: (False if n in refused else s) for n, s in work.get("properties", {}).items()}
-        others = schema.get("additionalProperties", schema.get("unevaluatedProperties", True))
-        if others is False and not schema.get("patternProperties"):
-            return   # closed: the listed names are all the keys there are
-        if schema.get("patternProperties"):
-            raise CannotNegate("propertyNames beside patternProperties")
-        if others not in (True, {}) and len(refused) < len(schema.get("properties", {})):
-            raise CannotNegate("propertyNames admitting a listed property beside a constrained additionalProperties")
-        work["patternProperties"] = {rule: others}   # the unlisted keys: named by the rule, then as before
-        work["additionalProperties"] = False
+    def within(self, alternatives: Any, context: Any) -> Any:
+        """``alternatives`` (a negation) less its parts that no value of ``context`` can satisfy: the same
+        values once intersected with ``context``, and a far smaller schema for the engine to intersect."""
+        if not (isinstance(alternatives, dict) and set(alternatives) == {"anyOf"}):
+            return alternatives
+        parts = [p for p in alternatives["anyOf"] if not disjoint(p, context, self.resolve)]
+        return False if not parts else parts[0] if len(parts) == 1 else {"anyOf": parts}
+
+    def property_counts(self, work: dict, extra: list, where: str) -> None:
+        """min/maxProperties beside optional properties (the engine counts required ones only): drop or narrow."""
+        try:
+            replace, given_up = property_counts(work)
+        except CannotNarrow as e:
+            if self.fit is SchemaFit.NARROWED:
+                raise self.fail("minProperties", where, f"no exact rewrite, nor a narrowing: {e}") from None
+            return   # the engine names what it cannot do
+        if given_up is not None and self.fit is not SchemaFit.NARROWED:
+            return
+        key = "maxProperties" if "maxProperties" in work else "minProperties"
+        work.pop("minProperties", None)
+        work.pop("maxProperties", None)
+        for k, v in replace.items():
+            if k == "anyOf":
+                extra.append({"anyOf": v})
+            elif v is None:
+                work.pop(k, None)
+            else:
+                work[k] = v
+        if given_up:
+            self.narrowed.append((where, key, given_up))
 
     # ---- references into places that are not schema positions --------------------------------------
 
@@ -282,27 +375,6 @@ def _at_most_one_item(schema: dict) -> bool:
     if schema.get("prefixItems") or isinstance(items, list):
         return False
     return items is False or isinstance(items, dict) and ("const" in items or len(items.get("enum", [0, 1])) == 1)
-
-
-def _names_regex(names: Any) -> str | None:
-    """The pattern of the keys a propertyNames schema admits: "" for every key, None for a shape not read."""
-    if names is True:
-        return ""
-    if not isinstance(names, dict):
-        return None
-    body = {k: v for k, v in names.items() if kind_of(k) is not KeywordKind.ANNOTATION}
-    if body.pop("type", "string") != "string":
-        return None
-    if not body:
-        return ""
-    if set(body) == {"pattern"}:
-        return body["pattern"]
-    if set(body) <= {"minLength", "maxLength"}:
-        return r"^[\s\S]{%d,%s}$" % (body.get("minLength", 0), body.get("maxLength", ""))
-    values = body.get("enum", [body.get("const")])
-    if set(body) in ({"enum"}, {"const"}) and all(isinstance(v, str) for v in values):
-        return "^(?:" + "|".join("".join(c if c.isalnum() else "\\x{%x}" % ord(c) for c in v) for v in values) + ")$"
-    return None
 
 
 def _has_nested_id(root: Any) -> bool:

@@ -45,6 +45,7 @@ import llguidance
 
 from openafm.fm.errors import InvalidGenerationSchemaError
 from openafm.fm.guide import GenerationGuide, GuideType, check_applicable, guide_keywords, split_array_guides
+from openafm.fm.narrowing import SchemaFit
 from openafm.fm.raw_schema import normalize
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -101,6 +102,8 @@ class GenerationSchema:
         # from_json_schema: the (where, keyword) pairs it dropped as annotations, and those it rewrote
         self.ignored_keywords: list[tuple[str, str]] = []
         self.rewritten_keywords: list[tuple[str, str]] = []
+        self.narrowed_keywords: list[tuple[str, str, str]] = []   # (where, keyword, what was given up)
+        self.fit = SchemaFit.EXACT
         if json_schema is not None:  # from_json_schema: already normalized and checked
             self._json = json_schema
         else:
@@ -133,7 +136,7 @@ class GenerationSchema:
         return out
 
     @classmethod
-    def from_json_schema(cls, schema: dict) -> GenerationSchema:
+    def from_json_schema(cls, schema: dict, *, fit: SchemaFit = SchemaFit.EXACT) -> GenerationSchema:
         """A schema from a raw JSON Schema (any draft, 04 to 2020-12), checked to be one the engine enforces fully.
 
         Each keyword is read by its kind in ``openafm.fm.keywords.KEYWORDS``: annotations and keywords of no
@@ -147,6 +150,11 @@ class GenerationSchema:
         JSON Schema's meaning, a search: ``"a"`` admits ``"cat"`` (a regex *guide* is anchored instead). The
         SDK's ``x-order`` lists reorder ``properties`` (the engine generates them in that order).
 
+        ``fit=SchemaFit.NARROWED`` (an openafm option) replaces a keyword with no exact rewrite by a *narrowing*
+        where one exists (``narrowing.py``): the engine then admits a subset of the schema's values, so every
+        output is still valid but some valid values cannot be generated; each is listed in
+        :attr:`narrowed_keywords` as ``(where, keyword, what was given up)``.
+
         >>> s = GenerationSchema.from_json_schema({"type": "object", "properties": {"b": {"type": "string"},
         ...     "a": {"type": "integer"}}, "required": ["a", "b"], "x-order": ["a", "b"]})
         >>> list(s.to_json_schema()["properties"])
@@ -158,11 +166,17 @@ class GenerationSchema:
         """
         if not isinstance(schema, dict):
             raise InvalidGenerationSchemaError(f"a JSON Schema must be a dict, got {type(schema).__name__}: {schema!r}")
-        result = normalize(schema)
+        if not isinstance(fit, SchemaFit):
+            raise TypeError(f"fit must be a SchemaFit ({', '.join(f.name for f in SchemaFit)}), got {fit!r}")
+        result = normalize(schema, fit)
         check_with_engine(result.schema, "the JSON Schema")
         made = cls(type_class=None, description=result.schema.get("description"), properties=[],
                    json_schema=result.schema)
         made.ignored_keywords, made.rewritten_keywords = result.ignored, result.rewritten
+        made.narrowed_keywords, made.fit = result.narrowed, fit
+        if result.narrowed:
+            _log.info("JSON Schema %r: narrowed %d keyword(s): %s", made.name, len(result.narrowed),
+                      "; ".join(f"{k} at {w}: {why}" for w, k, why in result.narrowed))
         if result.ignored:
             _log.debug("JSON Schema %r: ignored %d annotation keyword(s): %s", made.name, len(result.ignored),
                        ", ".join(f"{k} at {w}" for w, k in result.ignored))
