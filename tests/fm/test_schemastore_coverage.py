@@ -15,7 +15,7 @@ from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-MEASURED_COMPILED = {SchemaFit.EXACT: 9, SchemaFit.NARROWED: 18}   # of 26 in check-jsonschema 0.39.0
+MEASURED_COMPILED = {SchemaFit.EXACT: 9, SchemaFit.NARROWED: 19}   # of 26 in check-jsonschema 0.39.0
 
 
 def _schemastore():

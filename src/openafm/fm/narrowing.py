@@ -74,6 +74,7 @@ class Narrowing:
 
     given_up: list[str] = field(default_factory=list)
     names: tuple[str, ...] = ()   # keys the surrounding schema lists: a narrowed "some extra key" may require one
+    context: Any = None           # what the complement is intersected with: a part disjoint from it is no use
 
     def give_up(self, what: str) -> None:
         self.given_up.append(what)
@@ -167,10 +168,12 @@ def property_counts(schema: dict) -> tuple[dict, str | None]:
         out.update({"maxProperties": high} if high is not None else {})
         return out, None
     if high == 1 and len(required) <= 1:
-        choices = required or optional
-        out["anyOf"] = [{"properties": {n: True}, "required": [n], "additionalProperties": False} for n in choices]
+        choices = [n for n in (required or optional) if n in props]
+        # Each branch carries its one property's schema and the node keeps none: the engine intersects nothing.
+        out["anyOf"] = [{"properties": {n: props[n]}, "required": [n], "additionalProperties": False} for n in choices]
         if low == 0 and not required:
-            out["anyOf"].append({"properties": {n: False for n in props}, "additionalProperties": False})
+            out["anyOf"].append({"type": "object", "additionalProperties": False})
+        out.update({"properties": None, "additionalProperties": None, "patternProperties": None, "required": None})
         return out, "objects with one key: only the listed properties, not other keys"
     need = max(low - len(set(required)), 0)
     if need > len(optional):

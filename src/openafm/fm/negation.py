@@ -30,6 +30,7 @@ from openafm.fm.narrowing import Narrowing
 JSON_TYPES = ("null", "boolean", "object", "array", "string", "number")
 ALL_TYPES = frozenset(JSON_TYPES)
 _MAX_DEPTH = 16
+MAX_NARROWED_NODES = 400   # narrowed: a complement with more nodes than this keeps only one part of its union
 Resolve = Callable[[str], Any]   # a $ref -> the subschema it names (None: not a local reference)
 
 
@@ -61,9 +62,29 @@ def negate(schema: Any, resolve: Resolve, depth: int = 0, narrowing: Narrowing |
             narrowing.give_up(str(e))
             parts.extend(_narrowed_complement(key, value))
     parts = [p for p in parts if p is not False]
+    if narrowing is not None and len(parts) > 1 and size_over(parts, MAX_NARROWED_NODES) is None:
+        fitting = [p for p in parts if depth or narrowing.context is None
+                   or not disjoint(p, narrowing.context, resolve)] or parts
+        parts = [min(fitting, key=lambda p: size_over(p, 10**9))]   # a subset of the union: its smallest part
+        narrowing.give_up("only one part of a large complement")
     if not parts:
         return False
     return parts[0] if len(parts) == 1 else {"anyOf": parts}
+
+
+def size_over(schema: Any, limit: int) -> int | None:
+    """How many nodes (dicts, lists, values) ``schema`` has, counted up to ``limit``; None past it."""
+    count, stack = 0, [schema]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            return None
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
 
 
 def _narrowed_complement(key: str, value: Any) -> list[Any]:

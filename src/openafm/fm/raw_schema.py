@@ -21,6 +21,7 @@ resolves: its target moves to ``$defs``.
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ DIALECT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 # Rewrites (a oneOf of large overlapping branches, each excluding the others) can grow a schema exponentially; past
 # this many nodes the engine, which stops at 50,000 (its "schema too large"), would refuse it anyway.
 MAX_NODES = 100_000
+MAX_COMPLEMENT_CHARS = 8_000   # narrowed: a complement larger than this (as JSON) keeps only its smallest part
 _IN_PLACE_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "$ref", "dependentSchemas", "dependencies",
                          "$dynamicRef", "$recursiveRef")
 
@@ -228,10 +230,12 @@ class _Normalizer:
         if key in ("then", "else", "additionalItems"):
             return   # read with `if` / list-form `items`
         rest = {k: v for k, v in schema.items() if k not in (key, "then", "else")}   # what holds beside it
+        if narrowing is not None:
+            narrowing.context = rest
         if key == "not":
-            extra.append(self.within(negate(value, self.resolve, narrowing=narrowing), rest))
+            extra.append(self.within(negate(value, self.resolve, narrowing=narrowing), rest, narrowing))
         elif key == "if":   # (if and then) or (not if and else); with one of them: (not if or then), (if or else)
-            no = self.within(negate(value, self.resolve, narrowing=narrowing), rest)
+            no = self.within(negate(value, self.resolve, narrowing=narrowing), rest, narrowing)
             if "then" in schema and "else" in schema:
                 extra.append({"anyOf": [{"allOf": [value, schema["then"]]}, {"allOf": [no, schema["else"]]}]})
             else:
@@ -291,8 +295,9 @@ class _Normalizer:
                 target = self.resolve(branch["$ref"]) if isinstance(branch, dict) and "$ref" in branch else branch
                 props = target.get("properties") if isinstance(target, dict) else None
                 narrowing.names = tuple(props) if isinstance(props, dict) else ()
-            others = [self.within(negate(b, self.resolve, narrowing=narrowing), branch) for j, b in enumerate(branches)
-                      if j != i and not disjoint(branch, b, self.resolve)]
+                narrowing.context = branch
+            others = [self.within(negate(b, self.resolve, narrowing=narrowing), branch, narrowing)
+                      for j, b in enumerate(branches) if j != i and not disjoint(branch, b, self.resolve)]
             if any(o is False for o in others):
                 continue   # another branch admits everything (or all its narrowed complement is gone)
             out.append({"allOf": [branch, *others]} if others else branch)
@@ -301,12 +306,16 @@ class _Normalizer:
                 "every oneOf branch overlaps one that admits every value")
         return out
 
-    def within(self, alternatives: Any, context: Any) -> Any:
+    def within(self, alternatives: Any, context: Any, narrowing: Narrowing | None = None) -> Any:
         """``alternatives`` (a negation) less its parts that no value of ``context`` can satisfy: the same
-        values once intersected with ``context``, and a far smaller schema for the engine to intersect."""
+        values once intersected with ``context``, and a far smaller schema for the engine to intersect.
+        Narrowed, a large union keeps only its smallest part (a subset of it)."""
         if not (isinstance(alternatives, dict) and set(alternatives) == {"anyOf"}):
             return alternatives
         parts = [p for p in alternatives["anyOf"] if not disjoint(p, context, self.resolve)]
+        if narrowing is not None and len(parts) > 1 and len(json.dumps(parts)) > MAX_COMPLEMENT_CHARS:
+            parts = [min(parts, key=lambda p: len(json.dumps(p)))]
+            narrowing.give_up("only the smallest part of a large complement")
         return False if not parts else parts[0] if len(parts) == 1 else {"anyOf": parts}
 
     def property_counts(self, work: dict, extra: list, where: str) -> None:
