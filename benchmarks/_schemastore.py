@@ -84,12 +84,18 @@ def compile_one(name: str, schema: Any, tokenizer, schema_cls, schema_error, con
 
 
 def generate_one(lm, name: str, schema: dict, normalized: dict, max_new_tokens: int, constraint_cls,
-                 grammar_error) -> dict:
+                 grammar_error, structured: Any = None) -> dict:
+    """One greedy instance; ``structured`` (an fm.StructuredDecoding, or None for the plain grammar) bounds the
+    grammar and steers the close as a session does."""
     t = time.perf_counter()
     prompt = lm.encode(lm.chat_prompt(prompt_messages(schema)))
     record: dict[str, Any] = {"schema": name, "prompt_tokens": len(prompt)}
     try:
-        constraint = constraint_cls.from_json_schema(normalized, lm.tokenizer)
+        if structured is None:
+            constraint = constraint_cls.from_json_schema(normalized, lm.tokenizer)
+        else:
+            constraint = structured.steer(constraint_cls.from_json_schema(structured.bounded_schema(normalized),
+                                                                          lm.tokenizer), budget=max_new_tokens)
         g = generate_tokens(lm.model, [prompt], max_new_tokens=max_new_tokens, constraint=constraint,
                             tokenizer=lm.tokenizer, eos_token_ids=set(lm.tokenizer.eos_token_ids),
                             stats=GenerationStats())[0]
@@ -113,7 +119,7 @@ def generate_one(lm, name: str, schema: dict, normalized: dict, max_new_tokens: 
 
 
 def run(lm, tokenizer, generate_limit: int, seed: int, max_new_tokens: int, *, schema_cls, schema_error,
-        constraint_cls, grammar_error, fits: dict[str, Any]) -> dict:
+        constraint_cls, grammar_error, fits: dict[str, Any], decodings: dict[str, Any]) -> dict:
     """Compile every schema under each fit of ``fits`` ({label: SchemaFit}, the exact one first); generate for a
     sample of those the last fit (the most permissive) compiles."""
     schemas = load_schemas(vendor_dir())
@@ -123,9 +129,9 @@ def run(lm, tokenizer, generate_limit: int, seed: int, max_new_tokens: int, *, s
     compiled = list(by_fit.values())[-1]
     ok = [c for c in compiled if c["outcome"] == "compiled"]
     chosen = sorted(random.Random(seed).sample(ok, min(generate_limit, len(ok))), key=lambda c: c["schema"])
-    generated = [generate_one(lm, c["schema"], schemas[c["schema"]], c["normalized"], max_new_tokens,
-                              constraint_cls, grammar_error) for c in chosen]
-    counts = Counter(g["outcome"] for g in generated)
+    by_decoding = {label: [generate_one(lm, c["schema"], schemas[c["schema"]], c["normalized"], max_new_tokens,
+                                        constraint_cls, grammar_error, structured) for c in chosen]
+                   for label, structured in decodings.items()}
     for results in by_fit.values():
         for c in results:
             c.pop("normalized", None)
@@ -138,11 +144,16 @@ def run(lm, tokenizer, generate_limit: int, seed: int, max_new_tokens: int, *, s
                        "note": "a seeded sample of the compiled schemas (all of them when the limit allows): "
                                "generation is slow on a 2-core CPU"},
             "max_new_tokens": max_new_tokens, "decoding": "greedy", "prompt": {"system": SYSTEM},
-            **{k: counts[k] for k in ("validated", "invalid", "incomplete", "grammar_error", "validator_error")},
-            "valid_instance_rate_of_sample": round(counts["validated"] / len(chosen), 3) if chosen else None,
-            "results": generated,
+            **{label: _generation_summary(results, len(chosen)) for label, results in by_decoding.items()},
         },
     }
+
+
+def _generation_summary(generated: list[dict], chosen: int) -> dict:
+    counts = Counter(g["outcome"] for g in generated)
+    return {**{k: counts[k] for k in ("validated", "invalid", "incomplete", "grammar_error", "validator_error")},
+            "valid_instance_rate_of_sample": round(counts["validated"] / chosen, 3) if chosen else None,
+            "results": generated}
 
 
 def _compile_summary(compiled: list[dict], total: int) -> dict:

@@ -64,7 +64,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import _schemastore  # noqa: E402
 from _common import emit, log, parser  # noqa: E402
 
-from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit  # noqa: E402
+from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit, StructuredDecoding  # noqa: E402
 from openafm.runtime.constrained import GrammarConstraint, GrammarError  # noqa: E402
 
 DRAFT = "draft2020-12"
@@ -458,7 +458,8 @@ def main() -> None:
         realworld = _schemastore.run(lm, lm.tokenizer, args.generate_limit, args.seed, args.realworld_max_new_tokens,
                                      schema_cls=GenerationSchema, schema_error=InvalidGenerationSchemaError,
                                      constraint_cls=GrammarConstraint, grammar_error=GrammarError,
-                                     fits={"exact": SchemaFit.EXACT, "narrowed": SchemaFit.NARROWED})
+                                     fits={"exact": SchemaFit.EXACT, "narrowed": SchemaFit.NARROWED},
+                                     decodings={"plain": None, "structured": StructuredDecoding()})
     except _schemastore.SchemaStoreUnavailableError as e:
         log(f"error: {e}")
         raise SystemExit(2)
@@ -466,6 +467,7 @@ def main() -> None:
     main_compile, main_gen = compile_summary(main_set), generation_summary(
         [g for g in gen if g["schema_id"] not in optional_ids], args.max_new_tokens)
 
+    plain, structured = realworld["generation"]["plain"], realworld["generation"]["structured"]
     result = {
         "sources": {
             "json-schema-test-suite (draft 2020-12, main)": {
@@ -480,8 +482,9 @@ def main() -> None:
                 "compile_rate_narrowed": realworld["fits"]["narrowed"]["compile_rate"],
                 "generation_fit": realworld["generation"]["fit"],
                 "generated_for": realworld["generation"]["sample"]["size"],
-                "valid_instance_rate": realworld["generation"]["valid_instance_rate_of_sample"],
-                "invalid": realworld["generation"]["invalid"],
+                "valid_instance_rate": plain["valid_instance_rate_of_sample"],
+                "valid_instance_rate_structured": structured["valid_instance_rate_of_sample"],
+                "invalid": plain["invalid"] + structured["invalid"],
                 "max_new_tokens": args.realworld_max_new_tokens},
         },
         "realworld": realworld,

@@ -7,12 +7,13 @@ property that makes narrowing safe. The expected admitted/refused sets pin what 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import jsonschema
 import pytest
 
-from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit
+from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, LanguageModelSession, SchemaFit
 from openafm.runtime.constrained import accepts_text, json_schema_grammar
 
 CASES = {
@@ -135,3 +136,16 @@ def test_exact_schemas_are_not_narrowed():
 def test_fit_must_be_a_schema_fit():
     with pytest.raises(TypeError, match="EXACT, NARROWED"):
         GenerationSchema.from_json_schema({"type": "string"}, fit="narrowed")
+
+
+@pytest.mark.real_model
+def test_a_session_answers_a_narrowed_schema_with_a_valid_value():
+    raw = {"type": "object", "required": ["tags"], "properties": {
+        "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "uniqueItems": True, "minItems": 1}}}
+    schema = GenerationSchema.from_json_schema(raw, fit=SchemaFit.NARROWED)
+
+    async def go():
+        return await LanguageModelSession().respond("Pick colour tags for a forest.", schema=schema)
+
+    content = asyncio.run(go())
+    jsonschema.validate(json.loads(content.to_json()), raw)
