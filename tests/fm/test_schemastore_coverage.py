@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit
+from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit, StructuredDecoding
+from openafm.fm.schema import check_with_engine
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -43,3 +44,24 @@ def test_every_vendored_schema_compiles_or_is_rejected_with_a_typed_error(tokeni
     assert [n for n, o in outcomes.items() if o["outcome"] == "bug"] == []
     assert all(o["error"].strip() for o in outcomes.values() if o["outcome"] == "rejected")
     assert sum(o["outcome"] == "compiled" for o in outcomes.values()) >= MEASURED_COMPILED[fit]
+
+
+def test_the_session_grammar_of_every_compiled_schema_compiles_too():
+    """A session bounds the grammar (StructuredDecoding: recursion unrolled, arrays bounded): that schema must
+    compile wherever the schema does (CircleCI's recursion is left as it is; bamboo's "$ref": "#" is inlined)."""
+    store = _schemastore()
+    try:
+        directory = store.vendor_dir()
+    except store.SchemaStoreUnavailableError as e:
+        pytest.skip(str(e))
+    failures = {}
+    for name, schema in store.load_schemas(directory).items():
+        try:
+            normalized = GenerationSchema.from_json_schema(schema, fit=SchemaFit.NARROWED).to_json_schema()
+        except InvalidGenerationSchemaError:
+            continue
+        try:
+            check_with_engine(StructuredDecoding().bounded_schema(normalized), name)
+        except InvalidGenerationSchemaError as e:
+            failures[name] = str(e)[:200]
+    assert failures == {}

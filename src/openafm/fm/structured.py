@@ -6,7 +6,10 @@ complete). Each remedy here narrows or steers decoding without ever admitting an
 
 - max_items: arrays whose schema sets no maxItems get this bound in the grammar (never below their minItems);
 - max_depth: a recursive type ($ref back into itself) is unrolled to this many levels in the grammar; below the
-  last level its lists are empty (a required non-list self-reference is left as it is: it cannot end anyway);
+  last level its lists are empty (a required non-list self-reference is left as it is: it cannot end anyway).
+  Only refs that reach a cycle are inlined. Where unrolling would grow the schema past MAX_UNROLL_GROWTH times
+  its size (real schemas with many mutually recursive definitions: CircleCI's grows 17x), the recursion is
+  left as it is and an INFO log line says so; the other remedies still apply;
 - repetition_penalty: tokens the response already produced are penalised (runtime.steering);
 - close_within: once this few tokens of budget remain, tokens that close a string, list or object are favoured.
 
@@ -25,11 +28,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 from typing import Any
 
 from openafm.runtime.constrained import COMPACT_JSON
 from openafm.runtime.steering import SteeredConstraint
 
+
+_log = logging.getLogger(__name__)
+MAX_UNROLL_GROWTH = 4   # an unrolled schema larger than this many times the schema is not used
 
 SCHEMA_INSTRUCTION = "\n\nRespond with JSON that matches this JSON Schema:\n"
 
@@ -77,7 +84,17 @@ class StructuredDecoding:
         """The schema the grammar enforces: `schema` narrowed by max_depth and max_items (a copy)."""
         schema = copy.deepcopy(schema)
         if self.max_depth is not None and _is_recursive(schema):
-            schema = _unroll(schema, schema, self.max_depth, ())
+            unrolled = _unroll(schema, schema, self.max_depth, (), _reaching_cycles(schema))
+            for key in ("$defs", "definitions"):   # still the home of the refs left in place
+                if key in schema:
+                    unrolled.setdefault(key, schema[key])
+            before, after = len(json.dumps(schema)), len(json.dumps(unrolled))
+            if after <= MAX_UNROLL_GROWTH * before:
+                schema = unrolled
+            else:
+                _log.info("StructuredDecoding.max_depth: unrolling %r would grow it %.1fx (limit %d): its "
+                          "recursion is left as it is", schema.get("title", "the schema"), after / before,
+                          MAX_UNROLL_GROWTH)
         if self.max_items is not None:
             _bound_arrays(schema, self.max_items)
         return schema
@@ -131,26 +148,59 @@ def _resolve(root: dict, ref: str) -> dict:
     return node
 
 
-def _unroll(node: Any, root: dict, depth: int, path: tuple[str, ...]) -> Any:
-    """Inline every $ref; a ref already on the current path counts one level of recursion. At `depth` levels the
-    recursion is cut: an array of it becomes empty (maxItems 0); anything else keeps its $ref."""
+def _reaching_cycles(root: dict) -> set[str]:
+    """The local refs from which following refs can reach a cycle: only these need inlining to bound recursion
+    (a ref that reaches none stays a $ref, compiled once by the engine however often it is used)."""
+    edges: dict[str, set[str]] = {}
+    todo = ["#"]
+    while todo:
+        ref = todo.pop()
+        if ref in edges:
+            continue
+        try:
+            target = _resolve(root, ref) if ref.startswith("#") else None
+        except (KeyError, TypeError, ValueError):
+            target = None
+        edges[ref] = {r for r in _refs(target) if r.startswith("#")} if target is not None else set()
+        todo.extend(edges[ref])
+    reach = {ref: set(out) for ref, out in edges.items()}
+    changed = True
+    while changed:                                        # transitive closure (a few hundred refs at most)
+        changed = False
+        for ref, out in reach.items():
+            more = set().union(*(reach.get(r, set()) for r in out)) - out
+            if more:
+                out |= more
+                changed = True
+    cyclic = {ref for ref, out in reach.items() if ref in out}
+    return {ref for ref, out in reach.items() if ref in cyclic or out & cyclic}
+
+
+def _unroll(node: Any, root: dict, depth: int, path: tuple[str, ...], inline: set[str]) -> Any:
+    """Inline every $ref in ``inline`` (those reaching a cycle); a ref already on the current path counts one level
+    of recursion. At `depth` levels the recursion is cut: an array of it becomes empty (maxItems 0); anything else
+    keeps its $ref."""
     if isinstance(node, list):
-        return [_unroll(n, root, depth, path) for n in node]
+        out_list = [_unroll(n, root, depth, path, inline) for n in node]
+        return [n if c is None else c for n, c in zip(node, out_list)]   # a cut entry keeps its $ref
     if not isinstance(node, dict):
         return node
+    if isinstance(node.get("$ref"), str) and node["$ref"] not in inline:
+        return {k: (_unroll(v, root, depth, path, inline) or v) if isinstance(v, (dict, list)) else v
+                for k, v in node.items()}
     if "$ref" in node and isinstance(node["$ref"], str):
         ref = node["$ref"]
         if path.count(ref) >= depth:
             return None                                   # the caller decides how to cut
-        target = {k: v for k, v in _resolve(root, ref).items() if k not in ("$defs", "definitions", "$schema")}
+        target = {k: v for k, v in _resolve(root, ref).items() if k not in ("$defs", "definitions", "$schema", "$id")}
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _unroll(merged, root, depth, path + (ref,))
+        return _unroll(merged, root, depth, path + (ref,), inline)
     out, cut = {}, False
     for key, value in node.items():
         if key in ("$defs", "definitions"):
             out[key] = value                              # kept for refs left in place
             continue
-        child = _unroll(value, root, depth, path) if isinstance(value, (dict, list)) else value
+        child = _unroll(value, root, depth, path, inline) if isinstance(value, (dict, list)) else value
         if child is None:                                 # a recursion at its last level
             out[key] = value
             cut = cut or (key == "items" and node.get("minItems", 0) == 0)
