@@ -1,0 +1,5 @@
+"""Post-training (report §5): verifiable rewards, the RLOO objective, rejection-sampling synthesis.
+
+    rewards.py   the reward registry: name -> reward function (math answers, instruction checkers, tool calls via
+                 a checker, reasoning-gym scorers, a reward model), free of any scheduling concern
+"""
