@@ -2,4 +2,6 @@
 
     rewards.py   the reward registry: name -> reward function (math answers, instruction checkers, tool calls via
                  a checker, reasoning-gym scorers, a reward model), free of any scheduling concern
+    rloo.py      RLOO: leave-one-out advantages, the clipped policy-gradient loss, KL to the reference as reward
+                 shaping (pure tensor functions)
 """
