@@ -115,7 +115,8 @@ def test_tiny_model_learns_a_separable_preference():
     assert first["pair"] == pytest.approx(math.log(2))
     assert after["accuracy"] == 1.0 and after["margin"] > 1.0 and after["pair"] < floor + 0.05
     held = collate([[40, 41, 42, 43, 11], [40, 41, 42, 43, 22]], pad_id=0)
-    s, _ = model.eval()(*held)
+    with torch.no_grad():
+        s, _ = model.eval()(*held)
     assert float(s[0]) > float(s[1])                                     # generalises to an unseen prefix
 
 
