@@ -4,4 +4,5 @@
                  a checker, reasoning-gym scorers, a reward model), free of any scheduling concern
     rloo.py      RLOO: leave-one-out advantages, the clipped policy-gradient loss, KL to the reference as reward
                  shaping (pure tensor functions)
+    synth.py     rejection sampling: k samples per prompt, kept when a verifier accepts them or by majority vote
 """

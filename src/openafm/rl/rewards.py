@@ -75,8 +75,7 @@ def extract_answer(response: str, marker: str = DEFAULT_MARKER) -> str | None:
 def _number(text: str) -> Fraction | None:
     t = text.strip().replace(",", "").replace("$", "").replace(" ", "").rstrip(".")
     t = re.sub(r"^\\frac\{(-?\d+)\}\{(-?\d+)\}$", r"\1/\2", t)
-    if t.endswith("%"):
-        t = t[:-1]
+    t = t.removesuffix("%")
     try:
         return Fraction(t)
     except (ValueError, ZeroDivisionError):
