@@ -42,7 +42,8 @@ def test_keeps_exactly_the_verified_samples():
 
 def test_instruction_prompts_through_the_instructions_reward():
     generated = instruction_prompts(20, seed=5)
-    responses = ["Hello, World. Peace out.", "all lower case and short", '{"a": 1}', "* one\n* two\n\n<<T>> That is all."]
+    responses = ["Hello, World. Peace out.", "all lower case and short", '{"a": 1}',
+                 "* one\n* two\n\n<<T>> That is all."]
     prompts = [SynthPrompt(p.prompt, p.constraints, p.where) for p in generated]
     reward = make_reward("instructions", aggregate="all")
     kept, summary = rejection_sample(prompts, lambda q, k, s: responses[:k],
