@@ -36,10 +36,10 @@ def read_chat_jsonl(path: str | Path) -> list[ChatExample]:
         where = f"{path}:{lineno}"
         extra, missing = sorted(set(obj) - set(KEYS) - set(OPTIONAL)), [k for k in KEYS if k not in obj]
         if extra or missing:
-            raise JsonlError(f"{where}: a chat example has exactly the keys {list(KEYS)} (and optionally "
-                             f"{list(OPTIONAL)}); "
+            raise JsonlError(f"{where}: a chat example has exactly the keys {list(KEYS)}; "
                              f"{'missing ' + str(missing) if missing else ''}"
-                             f"{' and ' if missing and extra else ''}{'unknown ' + str(extra) if extra else ''}")
+                             f"{' and ' if missing and extra else ''}{'unknown ' + str(extra) if extra else ''} "
+                             f"(besides them only {list(OPTIONAL)} is allowed)")
         for key in KEYS:
             if not isinstance(obj[key], str) or not obj[key]:
                 raise JsonlError(f"{where}: {key!r} must be a non-empty string, got {obj[key]!r}")
