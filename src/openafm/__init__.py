@@ -24,6 +24,7 @@ Beside the spine, importing from it and never imported by it:
     train/         the one trainer: loop, objectives, hooks, checkpoints
     compress/      what makes compressed models: QAT, RTN, group quantization, ASTC, SVD pull-out, recovery
     eval/          evaluation: perplexity and task scores
+    rl/            post-training: reward functions and verifiers, the RLOO objective, rejection sampling
     distributed/   track parallelism and the tensor-parallel baseline on torch.distributed
     pipelines/     the recipe runner: named pipelines of stages over the packages above
 """

@@ -12,4 +12,6 @@
     chat.py             ChatExample (a user turn and the assistant turn to learn) and JSONL files of them
     guided.py           guided-generation SFT data: seeded @generable types, valid short instances, prompts
     guided_vocab.py     the word tables, fields and concepts the guided-generation data is built from
+    instructions.py     verifiable instruction-following constraints (IFEval-style): seeded prompts, strict and loose
+                        checkers
 """

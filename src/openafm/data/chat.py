@@ -1,7 +1,9 @@
 """Chat examples for supervised fine-tuning: one user turn and the assistant turn to learn, with where each came from.
 
-A JSONL file of them has one object per line, {"prompt": str, "response": str}; any other line (bad JSON, another
-key, a value that is not a non-empty string) is an error naming file:line. `openafm.train.sft` renders them with
+A JSONL file of them has one object per line, {"prompt": str, "response": str} and optionally "meta": an object of
+provenance (what `openafm synth` records: the prompt's source, the verifier, the acceptance rate), kept on the
+example and never trained on; any other line (bad JSON, another key, a value that is not a non-empty string, a meta
+that is not an object) is an error naming file:line. `openafm.train.sft` renders them with
 the model's chat template and trains on the assistant turn only.
 """
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from openafm.data.jsonl import JsonlError, read_jsonl
 
 KEYS = ("prompt", "response")
+OPTIONAL = ("meta",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +23,7 @@ class ChatExample:
     prompt: str          # the user turn
     response: str        # the assistant turn (the only tokens with a loss)
     where: str = ""      # where it came from, for messages: "file.jsonl:12", "guided train seed 0 #7"
+    meta: dict | None = dataclasses.field(default=None, compare=False)   # provenance, as the file gives it
 
 
 def read_chat_jsonl(path: str | Path) -> list[ChatExample]:
@@ -30,15 +34,18 @@ def read_chat_jsonl(path: str | Path) -> list[ChatExample]:
     out = []
     for lineno, obj in enumerate(read_jsonl(path), start=1):
         where = f"{path}:{lineno}"
-        extra, missing = sorted(set(obj) - set(KEYS)), [k for k in KEYS if k not in obj]
+        extra, missing = sorted(set(obj) - set(KEYS) - set(OPTIONAL)), [k for k in KEYS if k not in obj]
         if extra or missing:
             raise JsonlError(f"{where}: a chat example has exactly the keys {list(KEYS)}; "
                              f"{'missing ' + str(missing) if missing else ''}"
-                             f"{' and ' if missing and extra else ''}{'unknown ' + str(extra) if extra else ''}")
+                             f"{' and ' if missing and extra else ''}{'unknown ' + str(extra) if extra else ''} "
+                             f"(besides them only {list(OPTIONAL)} is allowed)")
         for key in KEYS:
             if not isinstance(obj[key], str) or not obj[key]:
                 raise JsonlError(f"{where}: {key!r} must be a non-empty string, got {obj[key]!r}")
-        out.append(ChatExample(obj["prompt"], obj["response"], where))
+        if "meta" in obj and not isinstance(obj["meta"], dict):
+            raise JsonlError(f"{where}: 'meta' must be an object of provenance, got {obj['meta']!r}")
+        out.append(ChatExample(obj["prompt"], obj["response"], where, obj.get("meta")))
     if not out:
         raise JsonlError(f"{path}: no examples (the file is empty)")
     return out

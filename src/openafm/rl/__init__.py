@@ -1,0 +1,8 @@
+"""Post-training (report §5): verifiable rewards, the RLOO objective, rejection-sampling synthesis.
+
+    rewards.py   the reward registry: name -> reward function (math answers, instruction checkers, tool calls via
+                 a checker, reasoning-gym scorers, a reward model), free of any scheduling concern
+    rloo.py      RLOO: leave-one-out advantages, the clipped policy-gradient loss, KL to the reference as reward
+                 shaping (pure tensor functions)
+    synth.py     rejection sampling: k samples per prompt, kept when a verifier accepts them or by majority vote
+"""

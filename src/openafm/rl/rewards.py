@@ -1,0 +1,184 @@
+"""Rewards and verifiers: a registry from name to reward function, each prompt set of RL or rejection sampling
+naming its own. A reward function maps (prompt, response, target) -> float, where the target is what the prompt
+set stores beside each prompt (a reference answer, a list of constraints, an expected tool call, a reasoning-gym
+entry). Nothing here knows about batching, devices or scheduling, so the synchronous loop and the asynchronous RL
+system call the same functions.
+
+    reward = make_reward("math")                          # 1.0 when the extracted answer equals the target
+    reward("What is 6 x 7?", "6 x 7 = 42. Answer: 42", "42")   # -> 1.0
+
+    name            target                       reward
+    math            the reference answer (str)   1.0 if the answer after the last marker ("Answer:" by default;
+                                                 else the last \\boxed{...}) equals it, numerically when both
+                                                 parse as numbers (1,000 = 1000.0 = 2000/2), else as normalised
+                                                 text; 0.0 otherwise, also when no answer is marked
+    instructions    constraints (data/instructions.Constraint or their dicts)
+                                                 the fraction of constraints followed (level: loose or strict;
+                                                 aggregate: fraction or all -> 1.0 / 0.0)
+    reasoning-gym   a reasoning-gym entry        the dataset's own scorer on the extracted answer (0.0 .. 1.0)
+    tool-call       whatever `checker` reads     1.0 if checker(response, target) else 0.0; the checker is passed
+                                                 in (the BFCL AST match lives with the evaluation code)
+    reward-model    ignored                      scorer(prompt, response): a trained reward model's score
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from openafm.data.instructions import Constraint, check
+from openafm.errors import ConfigError, OpenAFMError
+
+RewardFn = Callable[[str, str, Any], float]          # (prompt, response, target) -> reward
+
+DEFAULT_MARKER = "Answer:"
+
+
+class UnknownRewardError(OpenAFMError, KeyError):
+    def __init__(self, name: str, known: Sequence[str]):
+        self.name, self.known = name, list(known)
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        return f"unknown reward {self.name!r}; known rewards: {', '.join(self.known)}"
+
+
+# --- math answers ------------------------------------------------------------------------------------------------
+
+def _boxed(text: str) -> str | None:
+    """The content of the last \\boxed{...}, braces balanced."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed{") - 1
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i + 1:j]
+    return None
+
+
+def extract_answer(response: str, marker: str = DEFAULT_MARKER) -> str | None:
+    """The answer a response gives: the rest of the line after the last `marker` (case-insensitive), else the
+    last \\boxed{...}; None when there is neither."""
+    at = response.lower().rfind(marker.lower())
+    if at >= 0:
+        line = response[at + len(marker):].strip().split("\n", 1)[0].strip()
+        return _boxed(line) or line or None
+    return _boxed(response)
+
+
+def _number(text: str) -> Fraction | None:
+    t = text.strip().replace(",", "").replace("$", "").replace(" ", "").rstrip(".")
+    t = re.sub(r"^\\frac\{(-?\d+)\}\{(-?\d+)\}$", r"\1/\2", t)
+    t = t.removesuffix("%")
+    try:
+        return Fraction(t)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def normalise_answer(text: str) -> str:
+    t = text.strip().strip("$").rstrip(".").strip()
+    t = re.sub(r"^\\text\{(.*)\}$", r"\1", t)
+    return re.sub(r"\s+", " ", t).lower()
+
+
+def answers_match(given: str, reference: str, *, tolerance: float = 1e-6) -> bool:
+    """Numerically when both are numbers (relative tolerance), else as normalised text."""
+    a, b = _number(given), _number(reference)
+    if a is not None and b is not None:
+        return math.isclose(float(a), float(b), rel_tol=tolerance, abs_tol=tolerance)
+    return normalise_answer(given) == normalise_answer(reference)
+
+
+def math_reward(*, marker: str = DEFAULT_MARKER, tolerance: float = 1e-6) -> RewardFn:
+    def reward(prompt: str, response: str, target: Any) -> float:
+        answer = extract_answer(response, marker)
+        return float(answer is not None and answers_match(answer, str(target), tolerance=tolerance))
+    return reward
+
+
+# --- instruction following ---------------------------------------------------------------------------------------
+
+class Level(str, enum.Enum):
+    STRICT = "strict"
+    LOOSE = "loose"          # IFEval's relaxations (data/instructions.loose_variants)
+
+
+class Aggregate(str, enum.Enum):
+    FRACTION = "fraction"    # the fraction of constraints followed (a denser signal for RL)
+    ALL = "all"              # 1.0 when every constraint is followed (IFEval's prompt-level accuracy)
+
+
+def constraints_of(target: Any) -> list[Constraint]:
+    if not isinstance(target, Sequence) or not target:
+        raise ValueError(f"the instructions reward needs a non-empty list of constraints as target, got {target!r}")
+    return [c if isinstance(c, Constraint) else Constraint.from_dict(c) for c in target]
+
+
+def instructions_reward(*, level: Level | str = Level.LOOSE, aggregate: Aggregate | str = Aggregate.FRACTION
+                        ) -> RewardFn:
+    level, aggregate = Level(level), Aggregate(aggregate)
+
+    def reward(prompt: str, response: str, target: Any) -> float:
+        verdict = check(constraints_of(target), response)
+        followed = verdict.loose if level is Level.LOOSE else verdict.strict
+        return float(all(followed)) if aggregate is Aggregate.ALL else sum(followed) / len(followed)
+    return reward
+
+
+# --- reasoning-gym, tool calls, a reward model -------------------------------------------------------------------
+
+def reasoning_gym_reward(*, marker: str = DEFAULT_MARKER) -> RewardFn:
+    from reasoning_gym import get_score_answer_fn   # heavy optional import (loads every dataset module)
+
+    def reward(prompt: str, response: str, target: Any) -> float:
+        if not isinstance(target, Mapping) or "metadata" not in target:
+            raise ValueError(f"the reasoning-gym reward needs a reasoning-gym entry as target, got {target!r}")
+        answer = extract_answer(response, marker)
+        if answer is None:
+            return 0.0
+        score = get_score_answer_fn(target["metadata"]["source_dataset"])
+        return float(score(answer, target))
+    return reward
+
+
+def tool_call_reward(*, checker: Callable[[str, Any], bool] | None = None) -> RewardFn:
+    if checker is None:
+        raise ConfigError("the tool-call reward needs checker=callable(response, target) -> bool (e.g. the BFCL "
+                          "AST match); none was given")
+
+    def reward(prompt: str, response: str, target: Any) -> float:
+        return float(bool(checker(response, target)))
+    return reward
+
+
+def reward_model_reward(*, scorer: Callable[[str, str], float] | None = None) -> RewardFn:
+    if scorer is None:
+        raise ConfigError("the reward-model reward needs scorer=callable(prompt, response) -> float (a trained "
+                          "reward model's score); none was given")
+
+    def reward(prompt: str, response: str, target: Any) -> float:
+        return float(scorer(prompt, response))
+    return reward
+
+
+REWARDS: dict[str, Callable[..., RewardFn]] = {
+    "math": math_reward,
+    "instructions": instructions_reward,
+    "reasoning-gym": reasoning_gym_reward,
+    "tool-call": tool_call_reward,
+    "reward-model": reward_model_reward,
+}
+
+
+def make_reward(name: str, **options: Any) -> RewardFn:
+    """The reward function registered as `name`, built with `options` (an unknown option raises TypeError)."""
+    if name not in REWARDS:
+        raise UnknownRewardError(name, sorted(REWARDS))
+    return REWARDS[name](**options)
