@@ -9,4 +9,5 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     pipeline.py   `openafm pipeline RECIPE.yaml`: run a training recipe's stages in order (report §4.3)
     qat.py        `openafm qat MODEL OUT` (2-bit QAT) and `openafm recover BASE OUT.safetensors` (LoRA recovery)
     sft.py        `openafm sft OUT.safetensors`: a LoRA adapter by SFT (default data: guided generation)
+    eval.py       `openafm eval --tasks ...`, `openafm eval list`, `openafm eval compare RUN...` (report §8)
 """
