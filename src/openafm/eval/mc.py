@@ -85,18 +85,19 @@ def evaluate_mc(model, tokenizer, questions: list[MCQuestion], shots: list[MCQue
     """One record per question: prompt, the generated output, both scores and the letter log-probabilities."""
     prompts = [mc_prompt(q, shots) for q in questions]
     scores = loglikelihoods(model, tokenizer, [(p, f" {L}") for p in prompts for L in LETTERS], batch_size=batch_size)
-    outputs = generate_batched(model, tokenizer, prompts, max_tokens=GEN_TOKENS, stop=["\n"], batch_size=batch_size)
-    records = []
-    for k, (q, prompt, out) in enumerate(zip(questions, prompts, outputs)):
-        lps = [s.logprob for s in scores[4 * k:4 * k + 4]]
-        pick = max(range(4), key=lps.__getitem__)
-        letter = extract_letter(out)
-        records.append({"id": q.id, "lang": q.lang, "prompt": prompt, "output": out, "answer": LETTERS[q.answer],
-                        "loglik_pick": LETTERS[pick], "gen_pick": letter, "letter_logprobs": lps,
-                        "score": float(pick == q.answer),
-                        "metrics": {"acc_loglik": float(pick == q.answer),
-                                    "acc_gen": float(letter == LETTERS[q.answer])}})
-    return records
+    outputs = generate_batched(model, tokenizer, prompts, max_tokens=GEN_TOKENS, batch_size=batch_size)
+    return [score_mc(q, prompt, [s.logprob for s in scores[4 * k:4 * k + 4]], out)
+            for k, (q, prompt, out) in enumerate(zip(questions, prompts, outputs))]
+
+
+def score_mc(q: MCQuestion, prompt: str, letter_logprobs: list[float], output: str) -> dict:
+    """The record of one question: the letter picked by log-likelihood and the one read from the output."""
+    pick = max(range(4), key=letter_logprobs.__getitem__)
+    letter = extract_letter(output.strip().split("\n")[0])
+    return {"id": q.id, "lang": q.lang, "prompt": prompt, "output": output, "answer": LETTERS[q.answer],
+            "loglik_pick": LETTERS[pick], "gen_pick": letter, "letter_logprobs": letter_logprobs,
+            "score": float(pick == q.answer),
+            "metrics": {"acc_loglik": float(pick == q.answer), "acc_gen": float(letter == LETTERS[q.answer])}}
 
 
 # ---- items from WordNet -------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def evaluate_math(model, tokenizer, items: list[MathProblem], shots: list[MathPr
         stop: list[str] = []
     else:
         prompts = [few_shot_prompt(p, shots) for p in items]
-        stop = ["\nQuestion:", "\n\n\n"]
+        stop = ["\nQuestion:"]
     outputs = generate_batched(model, tokenizer, prompts, max_tokens=MAX_TOKENS, stop=stop, batch_size=batch_size)
     records = []
     for p, prompt, out in zip(items, prompts, outputs):
