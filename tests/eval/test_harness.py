@@ -93,7 +93,8 @@ def test_summary_by_language_on_hand_made_records():
 
 def test_perplexity_summary_pools_tokens():
     task = get_task("perplexity_heldout")
-    recs = [{"lang": "en", "metrics": {"nll": 10.0, "tokens": 5}}, {"lang": "en", "metrics": {"nll": 30.0, "tokens": 15}}]
+    recs = [{"lang": "en", "metrics": {"nll": 10.0, "tokens": 5}},
+            {"lang": "en", "metrics": {"nll": 30.0, "tokens": 15}}]
     assert summarize(task, recs, 49152)["value"] == pytest.approx(2.718281828 ** 2)
 
 

@@ -42,7 +42,8 @@ def test_lm_eval_and_openafm_eval_give_the_same_accuracy(loaded, tmp_path, monke
                             for q in task.build(12, 0, loaded.tokenizer).items))
     tasks_dir = tmp_path / "tasks"
     tasks_dir.mkdir()
-    (tasks_dir / "task.yaml").write_text(open(TASK_YAML).read().replace("DATA_FILE", str(data)))
+    with open(TASK_YAML) as f:
+        (tasks_dir / "task.yaml").write_text(f.read().replace("DATA_FILE", str(data)))
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
     result = simple_evaluate(model=OpenAFMLM(loaded=loaded, batch_size=4), tasks=["openafm_mmlu_wordnet"],

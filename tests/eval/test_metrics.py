@@ -91,7 +91,7 @@ FUNCS = [{"name": "area", "parameters": {"type": "dict", "properties": {"base": 
 
 @pytest.mark.parametrize("calls,correct", [
     ([{"name": "area", "arguments": {"base": 10}}], True),
-    ([{"name": "area", "arguments": {"base": 10.0, "unit": "CM "}}], True),     # int == float; strings trimmed, any case
+    ([{"name": "area", "arguments": {"base": 10.0, "unit": "CM "}}], True),     # int == float; trimmed, any case
     ([{"name": "area", "arguments": {"base": 11}}], False),
     ([{"name": "area", "arguments": {"unit": "cm"}}], False),                    # a required parameter missing
     ([{"name": "area", "arguments": {"base": 10, "height": 2}}], False),          # an invented parameter

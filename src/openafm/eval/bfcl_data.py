@@ -1,6 +1,7 @@
 """BFCL (Berkeley Function Calling Leaderboard) data for the `bfcl_*` eval tasks and benchmarks/bfcl.py: the
-question and possible-answer files shipped in the `bfcl-eval` wheel, BFCL function docs as JSON Schema, a lenient reader of tool calls in free text, and an AST-match
-checker (written here from the rules below, not copied from bfcl-eval, whose code is never imported).
+question and possible-answer files shipped in the `bfcl-eval` wheel, BFCL function docs as JSON Schema, a lenient
+reader of tool calls in free text, and an AST-match checker (written here from the rules below, not copied from
+bfcl-eval, whose code is never imported).
 
 AST match of one predicted call against one ground-truth call `{name: {param: [acceptable values]}}`:
 the name is the ground truth's; every parameter the function requires is present; every predicted

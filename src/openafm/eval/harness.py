@@ -20,7 +20,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from tqdm import tqdm

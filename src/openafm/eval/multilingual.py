@@ -97,7 +97,8 @@ def debian_reference_pool(lang: str) -> list[str]:
     """Sentences of CHAPTERS_PER_LANGUAGE chapters of the Debian Reference in one of its 8 languages."""
     if lang not in DEBIAN_REFERENCE_LANGS:
         raise ValueError(f"the Debian Reference has no language {lang!r}; it has {', '.join(DEBIAN_REFERENCE_LANGS)}")
-    texts = [extract_main_text(d.text) or "" for d in get_source(f"debian-reference-{lang}").read(CHAPTERS_PER_LANGUAGE)]
+    docs = get_source(f"debian-reference-{lang}").read(CHAPTERS_PER_LANGUAGE)
+    texts = [extract_main_text(d.text) or "" for d in docs]
     return sentences("\n".join(texts), iso_lang(lang))
 
 

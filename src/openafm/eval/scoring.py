@@ -20,7 +20,7 @@ of runtime.generate_tokens (one forward per step for the whole batch), sorted by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F

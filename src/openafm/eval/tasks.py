@@ -1,7 +1,7 @@
 """A small multiple-choice task set scored by log-likelihood (the way MMLU-style tables, like the report's
-Table 3, score a base model; the `openafm eval` harness's MMLU-format tasks live in eval/mc.py): the model picks the choice whose tokens it finds most likely after the
-prompt; accuracy is the fraction of items where that is the right one. No generation, so a whole
-compressed-model table is scored in seconds per row.
+Table 3, score a base model; the `openafm eval` harness's MMLU-format tasks live in eval/mc.py): the model
+picks the choice whose tokens it finds most likely after the prompt; accuracy is the fraction of items where
+that is the right one. No generation, so a whole compressed-model table is scored in seconds per row.
 
 Tasks (generated from a seed, so every model sees the same items):
 
