@@ -35,7 +35,7 @@ from openafm.checkpoint.load import load_model
 from openafm.eval.harness import run_eval
 from openafm.eval.mc import GEN_TOKENS, LETTERS, mc_prompt
 from openafm.eval.registry import get_task
-from openafm.eval.scoring import generate_batched, loglikelihoods
+from openafm.eval.scoring import Rows, generate_batched, loglikelihoods
 
 MODEL = "smollm2-135m-instruct"
 MC_TASKS = ("mmlu_wordnet", "mmlu_wordnet_5shot", "mmlu_reasoning", "mmlu_reasoning_5shot")
@@ -102,16 +102,17 @@ def throughput(args) -> dict:
     built = get_task("mmlu_wordnet_5shot").build(args.speed_items, 0, tok)
     prompts = [mc_prompt(q, built.shots) for q in built.items]
     requests = [(p, f" {L}") for p in prompts for L in LETTERS]
-    ways = {"one_at_a_time": (1, False), "batched": (args.batch_size, True), "shared_rows_b1": (1, True)}
-    for batch, share in ways.values():                                                 # warm-up
-        loglikelihoods(model, tok, requests[:8], batch_size=batch, share_rows=share)
+    ways = {"one_at_a_time": (1, Rows.PER_REQUEST), "batched": (args.batch_size, Rows.SHARED),
+            "shared_rows_b1": (1, Rows.SHARED)}
+    for batch, share in ways.values():                                                  # warm-up
+        loglikelihoods(model, tok, requests[:8], batch_size=batch, rows=share)
         generate_batched(model, tok, prompts[:2], max_tokens=GEN_TOKENS, batch_size=batch)
     times: dict[str, dict[str, list[float]]] = {name: {"loglik": [], "generate": []} for name in ways}
     checksums = {}
     for _ in range(args.rounds):
         for name, (batch, share) in ways.items():
             t = time.perf_counter()
-            scores = loglikelihoods(model, tok, requests, batch_size=batch, share_rows=share)
+            scores = loglikelihoods(model, tok, requests, batch_size=batch, rows=share)
             times[name]["loglik"].append(time.perf_counter() - t)
             checksums[name] = sum(s.logprob for s in scores)
             if name != "shared_rows_b1":
@@ -126,7 +127,7 @@ def throughput(args) -> dict:
     for name, (batch, share) in ways.items():
         loglik_s = min(times[name]["loglik"])
         gen_s = min(times[name]["generate"]) if times[name]["generate"] else None
-        out[name] = {"batch_size": batch, "shared_rows": share, "loglik_seconds": loglik_s,
+        out[name] = {"batch_size": batch, "shared_rows": share is Rows.SHARED, "loglik_seconds": loglik_s,
                      "loglik_items_per_second": n / loglik_s, "generate_seconds": gen_s,
                      "items_per_second": n / (loglik_s + gen_s) if gen_s is not None else None,
                      "all_rounds": times[name], "checksum": checksums[name]}

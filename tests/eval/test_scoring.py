@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from openafm.checkpoint.load import LoadedModel
-from openafm.eval.scoring import generate_batched, loglikelihoods
+from openafm.eval.scoring import Rows, generate_batched, loglikelihoods
 from openafm.runtime.language_model import LanguageModel
 from tiny import make_tiny
 
@@ -30,9 +30,9 @@ def naive(model, tokenizer, context, continuation):
                                                                     for j, t in enumerate(cont))
 
 
-@pytest.mark.parametrize("batch_size,share", [(1, False), (3, True), (16, True)])
-def test_loglikelihoods_equal_a_naive_loop(model, tokenizer, batch_size, share):
-    got = loglikelihoods(model, tokenizer, REQUESTS, batch_size=batch_size, share_rows=share)
+@pytest.mark.parametrize("batch_size,rows", [(1, Rows.PER_REQUEST), (3, Rows.SHARED), (16, Rows.SHARED)])
+def test_loglikelihoods_equal_a_naive_loop(model, tokenizer, batch_size, rows):
+    got = loglikelihoods(model, tokenizer, REQUESTS, batch_size=batch_size, rows=rows)
     for (context, continuation), score in zip(REQUESTS, got):
         value, greedy = naive(model, tokenizer, context, continuation)
         assert score.logprob == pytest.approx(value, abs=2e-4)

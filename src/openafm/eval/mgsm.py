@@ -14,6 +14,7 @@ when no marker is there.
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
@@ -25,6 +26,11 @@ MARKER = "The answer is"
 INSTRUCTION = f'Solve the problem step by step. End your reply with "{MARKER} N." where N is the final number.'
 MAX_TOKENS = 192
 _NUMBER = r"-?\$?\s*\d[\d,]*(?:\.\d+)?"
+
+
+class PromptStyle(enum.Enum):
+    CHAT = "chat"           # the problem and the instruction as a chat user turn (0-shot)
+    PLAIN = "plain"         # plain text: the instruction, worked examples, "Question: ...\nAnswer:"
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,8 @@ def few_shot_prompt(p: MathProblem, shots: list[MathProblem]) -> str:
 
 
 def evaluate_math(model, tokenizer, items: list[MathProblem], shots: list[MathProblem], *, batch_size: int,
-                  chat: bool) -> list[dict]:
-    if chat:
+                  style: PromptStyle) -> list[dict]:
+    if style is PromptStyle.CHAT:
         prompts = [tokenizer.apply_chat_template([{"role": "user", "content": f"{p.question}\n\n{INSTRUCTION}"}],
                                                  add_generation_prompt=True) for p in items]
         stop: list[str] = []

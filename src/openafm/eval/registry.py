@@ -186,8 +186,8 @@ def _eval_mc(model, tokenizer, items, shots, batch_size):
     return mc.evaluate_mc(model, tokenizer, items, shots, batch_size=batch_size)
 
 
-def _eval_math(model, tokenizer, items, shots, batch_size, *, chat: bool):
-    return mgsm.evaluate_math(model, tokenizer, items, shots, batch_size=batch_size, chat=chat)
+def _eval_math(model, tokenizer, items, shots, batch_size, *, style: mgsm.PromptStyle):
+    return mgsm.evaluate_math(model, tokenizer, items, shots, batch_size=batch_size, style=style)
 
 
 def _eval_tools(model, tokenizer, items, shots, batch_size, *, mode: tool_use.ToolMode):
@@ -222,11 +222,11 @@ def _tasks() -> list[Task]:
                     (UDHR,), _udhr_items, _eval_mc, per_language=True))
     math_metrics = ("exact_match", "exact_match_flex")
     for family, shots in (("gsm_symbolic", 0), ("gsm_symbolic", 3), ("chain_sum", 3)):
-        chat = shots == 0
+        style = mgsm.PromptStyle.PLAIN if shots else mgsm.PromptStyle.CHAT
         out.append(Task(f"mgsm_{family}" + (f"_{shots}shot" if shots else ""), TaskKind.MATH,
-                        "chat turn + instruction" if chat else "Question:/Answer: worked examples", shots,
+                        "Question:/Answer: worked examples" if shots else "chat turn + instruction", shots,
                         math_metrics, 0.0, (REASONING_GYM,), partial(_math, family=family, shots=shots),
-                        partial(_eval_math, chat=chat)))
+                        partial(_eval_math, style=style)))
     for category, short in (("simple_python", "simple"), ("multiple", "multiple"), ("parallel", "parallel")):
         for mode in tool_use.ToolMode:
             name = f"bfcl_{short}" + ("_constrained" if mode is tool_use.ToolMode.CONSTRAINED else "")

@@ -19,6 +19,7 @@ of runtime.generate_tokens (one forward per step for the whole batch), sorted by
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 
@@ -28,6 +29,11 @@ import torch.nn.functional as F
 from openafm.models.decoder import CausalLM, Logits
 from openafm.runtime.generate import generate_tokens
 from openafm.runtime.sampling import SamplingParams
+
+
+class Rows(enum.Enum):
+    SHARED = "shared"               # requests with the same input share one row (the default)
+    PER_REQUEST = "per_request"     # one row per request: the one-request-per-forward baseline
 
 
 @dataclass(frozen=True)
@@ -57,29 +63,29 @@ def encode_requests(tokenizer, requests: Sequence[tuple[str, str]]) -> list[tupl
 
 
 def loglikelihoods(model: CausalLM, tokenizer, requests: Sequence[tuple[str, str]], *, batch_size: int = 16,
-                   share_rows: bool = True, on_batch: Callable[[int], None] | None = None) -> list[Score]:
-    """Score each (context, continuation); see the module doc. share_rows=False gives every request its own
+                   rows: Rows = Rows.SHARED, on_batch: Callable[[int], None] | None = None) -> list[Score]:
+    """Score each (context, continuation); see the module doc. rows=Rows.PER_REQUEST gives every request its own
     row (the one-request-per-forward baseline). on_batch(n_requests_done) after each batch."""
     return score_token_requests(model, encode_requests(tokenizer, requests), batch_size=batch_size,
-                                share_rows=share_rows, on_batch=on_batch)
+                                rows=rows, on_batch=on_batch)
 
 
 @torch.no_grad()
 def score_token_requests(model: CausalLM, requests: Sequence[tuple[list[int], list[int]]], *, batch_size: int = 16,
-                         share_rows: bool = True, on_batch: Callable[[int], None] | None = None) -> list[Score]:
+                         rows: Rows = Rows.SHARED, on_batch: Callable[[int], None] | None = None) -> list[Score]:
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     window = model.kv_plan.max_seq_len
-    rows: dict[tuple[int, ...] | int, _Row] = {}
+    by_input: dict[tuple[int, ...] | int, _Row] = {}
     for i, (ctx, cont) in enumerate(requests):
         if not ctx or not cont:
             raise ValueError(f"request {i}: context and continuation need at least one token each")
         inp = list(ctx) + list(cont[:-1])
         if len(inp) > window:
             raise ValueError(f"request {i}: {len(inp)} input tokens exceed the context window of {window}")
-        key = tuple(inp) if share_rows else i
-        rows.setdefault(key, _Row(inp, [])).wanted.append((i, list(cont)))
-    ordered = sorted(rows.values(), key=lambda r: -len(r.input_ids))
+        key = tuple(inp) if rows is Rows.SHARED else i
+        by_input.setdefault(key, _Row(inp, [])).wanted.append((i, list(cont)))
+    ordered = sorted(by_input.values(), key=lambda r: -len(r.input_ids))
     device = model.norm.weight.device
     out: list[Score | None] = [None] * len(requests)
     done = 0
