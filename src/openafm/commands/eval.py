@@ -39,7 +39,7 @@ def register(sub) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weight dtype")
     p.add_argument("--tasks", help="comma-separated task names (see `openafm eval list`)")
     p.add_argument("--limit", type=int, default=50, help="items per task (per language for mmmlu_*; default 50)")
-    p.add_argument("--out", help="output folder (default eval-runs/MODEL-DTYPE)")
+    p.add_argument("--out", help="output folder (default runs/eval/MODEL-DTYPE, git-ignored)")
     p.add_argument("--seed", type=int, default=0, help="seed of the item draws (default 0)")
     p.add_argument("--batch-size", type=int, default=16, help="items per batch (default 16; 1 = one at a time)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -65,7 +65,7 @@ def _run(args) -> int:
     if args.adapter:
         loaded = LoadedModel(attach_adapter(loaded.model, read_adapter(args.adapter)), loaded.tokenizer,
                              name=f"{loaded.name}+adapter", source=f"{loaded.source} + adapter {args.adapter}")
-    out = Path(args.out or f"eval-runs/{loaded.name}-{args.dtype}")
+    out = Path(args.out or f"runs/eval/{loaded.name}-{args.dtype}")
     config = {"model": args.model, "adapter": args.adapter, "dtype": args.dtype, "seed": args.seed}
     summary = run_eval(loaded, tasks, limit=args.limit, out=out, config=config, batch_size=args.batch_size,
                        progress=not args.no_progress)
