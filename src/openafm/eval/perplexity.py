@@ -46,21 +46,23 @@ def perplexity(model: torch.nn.Module, token_ids: Sequence[int] | torch.Tensor, 
     if n_windows == 0:
         raise ValueError(f"need at least one full window of {context} tokens, got {len(ids)} tokens")
     windows = ids[: n_windows * context].view(n_windows, context)        # [N, T]
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    nll_sum, counted = 0.0, 0
     starts = range(0, n_windows, batch_size)
     if progress:
         starts = tqdm(starts, desc="perplexity", unit="batch")
+    nll_sum = sum(sum(window_nlls(model, windows[i:i + batch_size])) for i in starts)
+    return Perplexity(nll_sum=nll_sum, tokens=n_windows * (context - 1))
+
+
+@torch.no_grad()
+def window_nlls(model: torch.nn.Module, windows: torch.Tensor) -> list[float]:
+    """Summed NLL (nats) of tokens 1.. of each window [N, T], one forward for all N (each window scored alone)."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
     try:
-        for i in starts:
-            batch = windows[i:i + batch_size].to(device)                  # [B, T]
-            logits = model(batch).float()                                 # [B, T, V]
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1),
-                                   reduction="sum")
-            nll_sum += float(loss)
-            counted += batch[:, 1:].numel()
+        batch = windows.to(device)                                            # [N, T]
+        logits = model(batch).float()                                         # [N, T, V]
+        loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), batch[:, 1:], reduction="none")   # [N, T-1]
+        return loss.sum(dim=1).tolist()
     finally:
         model.train(was_training)
-    return Perplexity(nll_sum=nll_sum, tokens=counted)

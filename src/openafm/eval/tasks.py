@@ -1,7 +1,7 @@
 """A small multiple-choice task set scored by log-likelihood (the way MMLU-style tables, like the report's
-Table 3, score a base model): the model picks the choice whose tokens it finds most likely after the
-prompt; accuracy is the fraction of items where that is the right one. No generation, so a whole
-compressed-model table is scored in seconds per row.
+Table 3, score a base model; the `openafm eval` harness's MMLU-format tasks live in eval/mc.py): the model
+picks the choice whose tokens it finds most likely after the prompt; accuracy is the fraction of items where
+that is the right one. No generation, so a whole compressed-model table is scored in seconds per row.
 
 Tasks (generated from a seed, so every model sees the same items):
 
@@ -20,8 +20,9 @@ import random
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
+
+from openafm.eval.scoring import loglikelihoods
 
 TASKS = ("arithmetic",)
 ARITHMETIC_SHOTS = ("Question: 12 + 7 = ?\nAnswer: 19\n\nQuestion: 50 - 8 = ?\nAnswer: 42\n\n"
@@ -77,31 +78,22 @@ def task_items(task: str, n: int, *, seed: int = 0) -> list[MCItem]:
     raise ValueError(f"unknown task {task!r}; accepted: {list(TASKS)}")
 
 
-@torch.no_grad()
 def choice_logprobs(model: torch.nn.Module, tokenizer, item: MCItem) -> list[float]:
     """Summed log-probability of each choice's tokens after the prompt (prompt and choice encoded apart,
-    so every choice is scored after the same prompt tokens). One batched forward per item."""
-    prompt = tokenizer.encode(item.prompt)
-    conts = [tokenizer.encode(c) for c in item.choices]
-    if not prompt or any(not c for c in conts):
-        raise ValueError(f"an empty prompt or choice in {item!r}")
-    seqs = [prompt + c for c in conts]
-    width = max(map(len, seqs))
-    ids = torch.zeros(len(seqs), width, dtype=torch.long)      # right padding: causal attention never reads it
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-    device = next(model.parameters()).device
-    logp = F.log_softmax(model(ids.to(device)).float(), dim=-1).cpu()
-    out = []
-    for i, c in enumerate(conts):
-        pos = torch.arange(len(prompt) - 1, len(prompt) - 1 + len(c))
-        out.append(float(logp[i, pos, torch.tensor(c)].sum()))
-    return out
+    so every choice is scored after the same prompt tokens); see eval.scoring."""
+    return [s.logprob for s in loglikelihoods(model, tokenizer, [(item.prompt, c) for c in item.choices])]
 
 
-def mc_accuracy(model: torch.nn.Module, tokenizer, items: list[MCItem], *, progress: bool = False) -> MCResult:
-    correct = 0
-    for item in tqdm(items, desc="task", disable=not progress, leave=False):
-        scores = choice_logprobs(model, tokenizer, item)
-        correct += int(max(range(len(scores)), key=scores.__getitem__) == item.answer)
+def mc_accuracy(model: torch.nn.Module, tokenizer, items: list[MCItem], *, batch_size: int = 16,
+                progress: bool = False) -> MCResult:
+    """Accuracy of the argmax choice by log-likelihood, every choice of every item scored in batches."""
+    requests = [(item.prompt, c) for item in items for c in item.choices]
+    with tqdm(total=len(requests), desc="task", disable=not progress, leave=False) as bar:
+        scores = loglikelihoods(model, tokenizer, requests, batch_size=batch_size,
+                                on_batch=lambda done: bar.update(done - bar.n))
+    correct, k = 0, 0
+    for item in items:
+        values = [s.logprob for s in scores[k:k + len(item.choices)]]
+        k += len(item.choices)
+        correct += int(max(range(len(values)), key=values.__getitem__) == item.answer)
     return MCResult(correct=correct, items=len(items), chance=sum(1 / len(i.choices) for i in items) / len(items))

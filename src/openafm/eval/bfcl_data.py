@@ -1,6 +1,7 @@
-"""BFCL data for benchmarks/bfcl.py: the question and possible-answer files shipped in the `bfcl-eval`
-wheel, BFCL function docs as JSON Schema, a lenient reader of tool calls in free text, and an AST-match
-checker (written here from the rules below, not copied from bfcl-eval, whose code is never imported).
+"""BFCL (Berkeley Function Calling Leaderboard) data for the `bfcl_*` eval tasks and benchmarks/bfcl.py: the
+question and possible-answer files shipped in the `bfcl-eval` wheel, BFCL function docs as JSON Schema, a lenient
+reader of tool calls in free text, and an AST-match checker (written here from the rules below, not copied from
+bfcl-eval, whose code is never imported).
 
 AST match of one predicted call against one ground-truth call `{name: {param: [acceptable values]}}`:
 the name is the ground truth's; every parameter the function requires is present; every predicted
@@ -20,7 +21,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from openafm.errors import MissingTaskDataError
+
 PACKAGE = "bfcl-eval"
+INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}"
 CATEGORY_ALIASES = {"simple_python": ("simple_python", "simple"), "multiple": ("multiple",),
                     "parallel": ("parallel",)}
 _TYPES = {"dict": "object", "float": "number", "tuple": "array", "integer": "integer", "string": "string",
@@ -30,11 +34,12 @@ _DROPPED = {"optional"}           # BFCL's own annotation; "required" already sa
 
 # ---- the data files -------------------------------------------------------------------------------
 
-def package_info() -> tuple[str, Path]:
-    """(bfcl-eval version, its data folder). Only the data files are read; the package is not imported."""
+def package_info(task: str = "bfcl") -> tuple[str, Path]:
+    """(bfcl-eval version, its data folder). Only the data files are read; the package is not imported.
+    Raises MissingTaskDataError naming the install command when it is absent."""
     spec = importlib.util.find_spec("bfcl_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(f"{PACKAGE} is not installed: .venv/bin/pip install --no-deps {PACKAGE}")
+        raise MissingTaskDataError(task, PACKAGE, INSTALL_COMMAND)
     data = Path(list(spec.submodule_search_locations)[0]) / "data"
     return importlib.metadata.version(PACKAGE), data
 
@@ -49,7 +54,8 @@ def category_files(data: Path, category: str) -> tuple[Path, Path]:
             if m and a.is_file():
                 found.append((int(m.group(1)), q, a))
     if not found:
-        raise SystemExit(f"no BFCL question + possible_answer files for {category!r} under {data}")
+        raise ValueError(f"no BFCL question + possible_answer files for {category!r} under {data}; "
+                         f"categories: {', '.join(CATEGORY_ALIASES)}")
     _, q, a = max(found)
     return q, a
 
