@@ -40,7 +40,7 @@ from openafm.eval.scoring import Rows, generate_batched, loglikelihoods
 MODEL = "smollm2-135m-instruct"
 MC_TASKS = ("mmlu_wordnet", "mmlu_wordnet_5shot", "mmlu_reasoning", "mmlu_reasoning_5shot")
 LANG_TASKS = ("mmmlu_debian_reference", "mmmlu_udhr")
-GEN_TASKS = ("mgsm_gsm_symbolic", "mgsm_gsm_symbolic_3shot", "bfcl_simple", "bfcl_simple_constrained",
+GEN_TASKS = ("ifeval", "mgsm_gsm_symbolic", "mgsm_gsm_symbolic_3shot", "bfcl_simple", "bfcl_simple_constrained",
              "bfcl_multiple", "bfcl_parallel")
 PPL_TASKS = ("perplexity_heldout",)
 
