@@ -8,6 +8,7 @@
     multilingual.py   MMMLU-format items per language: Debian Reference (8 languages) and UDHR (12) sentence endings
     mgsm.py           MGSM-format math: chain of thought, the number after "The answer is", exact match
     tool_use.py       BFCL tool use: free and constrained decoding, AST accuracy
+    multi_turn.py     BFCL multi-turn: user turns over the wheel's executable environments, state match
     instruction_following.py  IFEval format: verifiable constraints (data/instructions), strict and loose accuracy
     bfcl_data.py      the bfcl-eval wheel's data files, BFCL docs as JSON Schema, lenient call parsing, AST match
     lm_eval_model.py  an lm-evaluation-harness model class, registered as "openafm" (imports lm_eval)

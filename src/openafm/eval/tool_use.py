@@ -47,7 +47,7 @@ class ToolQuestion:
     lang: str = "en"
 
 
-class _DescribedTool(Tool):
+class DescribedTool(Tool):
     """A BFCL function as a framework Tool: only described to the model, never called."""
 
     def __init__(self, function: dict):
@@ -65,7 +65,7 @@ class _DescribedTool(Tool):
 
 
 def tools_of(q: ToolQuestion) -> list[Tool]:
-    return [_DescribedTool(f) for f in q.functions]
+    return [DescribedTool(f) for f in q.functions]
 
 
 def bfcl_items(category: str, n: int, *, seed: int, task: str) -> tuple[list[ToolQuestion], list[str]]:
@@ -80,7 +80,7 @@ def bfcl_items(category: str, n: int, *, seed: int, task: str) -> tuple[list[Too
             break
         e = entries[i]
         try:
-            system = tools_prompt([_DescribedTool(f) for f in e["functions"]])
+            system = tools_prompt([DescribedTool(f) for f in e["functions"]])
         except InvalidGenerationSchemaError:
             rejected.append(e["id"])
             continue
