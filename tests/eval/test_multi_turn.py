@@ -4,14 +4,16 @@ the model skips fails execution_match only — and the public-state comparison o
 
 import importlib.util
 import json
+from types import SimpleNamespace
 
 import pytest
 
+from openafm.eval import multi_turn as mt
+from openafm.eval.registry import get_task
+from openafm.eval.tool_use import ToolMode
+
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,
                                 reason="bfcl-eval not installed (make setup)")
-
-from openafm.eval import multi_turn as mt  # noqa: E402
-from openafm.eval.registry import get_task  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +114,8 @@ def test_state_comparison_on_hand_made_instances():
     a["TwitterAPI"]._anything = 1
     assert mt.same_state(a, b)
     assert mt.public_state(a["TwitterAPI"]) == {"username": "ann", "password": "pw", "authenticated": False,
-                                                "tweets": {}, "comments": {}, "retweets": {}, "following_list": ["carl"],
-                                                "tweet_counter": 0}
+                                                "tweets": {}, "comments": {}, "retweets": {},
+                                                "following_list": ["carl"], "tweet_counter": 0}
     a["GorillaFileSystem"].touch(file_name="x.txt")
     assert not mt.same_state(a, b)
     b["GorillaFileSystem"].cd(folder="a")
@@ -149,3 +151,10 @@ def test_registered_tasks_build_seeded_items():
         assert task.metrics[0] == "state_match"
     assert [q.id for q in get_task("bfcl_multi_turn").build(3, 0, None).items] == [q.id for q in built.items]
     assert all("cp" not in {f["name"] for f in q.functions} for q in built.items if q.id == "multi_turn_base_0")
+
+
+def test_a_conversation_past_the_context_window_gets_an_empty_reply(questions, tokenizer):
+    q = questions[0]["multi_turn_base_0"]
+    tiny = SimpleNamespace(kv_plan=SimpleNamespace(max_seq_len=mt.MAX_TOKENS + 50))     # too short: never run
+    reply = mt.model_reply(tiny, tokenizer, q, ToolMode.FREE)
+    assert reply([{"role": "system", "content": q.system}, {"role": "user", "content": q.turns[0]}]) == ""

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from openafm.eval.bfcl_data import package_info, parse_calls_leniently
-from openafm.eval.tool_use import MAX_TOKENS, ToolMode, DescribedTool
+from openafm.eval.tool_use import MAX_TOKENS, DescribedTool, ToolMode
 from openafm.fm.errors import InvalidGenerationSchemaError
 from openafm.fm.tool import CALL_CLOSE, tool_call_grammar, tools_prompt
 from openafm.runtime.constrained import GrammarConstraint
