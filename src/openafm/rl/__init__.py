@@ -5,4 +5,5 @@
     rloo.py      RLOO: leave-one-out advantages, the clipped policy-gradient loss, KL to the reference as reward
                  shaping (pure tensor functions)
     synth.py     rejection sampling: k samples per prompt, kept when a verifier accepts them or by majority vote
+    step.py      one synchronous RLOO step: k samples per prompt from the policy, rewarded, one update
 """
