@@ -21,7 +21,6 @@ resolves: its target moves to ``$defs``.
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +40,6 @@ DIALECT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 # Rewrites (a oneOf of large overlapping branches, each excluding the others) can grow a schema exponentially; past
 # this many nodes the engine, which stops at 50,000 (its "schema too large"), would refuse it anyway.
 MAX_NODES = 100_000
-MAX_COMPLEMENT_CHARS = 8_000   # narrowed: a complement larger than this (as JSON) keeps only its smallest part
 _IN_PLACE_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "$ref", "dependentSchemas", "dependencies",
                          "$dynamicRef", "$recursiveRef")
 
@@ -233,9 +231,9 @@ class _Normalizer:
         if narrowing is not None:
             narrowing.context = rest
         if key == "not":
-            extra.append(self.within(negate(value, self.resolve, narrowing=narrowing), rest, narrowing))
+            extra.append(self.within(negate(value, self.resolve, narrowing=narrowing), rest))
         elif key == "if":   # (if and then) or (not if and else); with one of them: (not if or then), (if or else)
-            no = self.within(negate(value, self.resolve, narrowing=narrowing), rest, narrowing)
+            no = self.within(negate(value, self.resolve, narrowing=narrowing), rest)
             if "then" in schema and "else" in schema:
                 extra.append({"anyOf": [{"allOf": [value, schema["then"]]}, {"allOf": [no, schema["else"]]}]})
             else:
@@ -296,7 +294,7 @@ class _Normalizer:
                 props = target.get("properties") if isinstance(target, dict) else None
                 narrowing.names = tuple(props) if isinstance(props, dict) else ()
                 narrowing.context = branch
-            others = [self.within(negate(b, self.resolve, narrowing=narrowing), branch, narrowing)
+            others = [self.within(negate(b, self.resolve, narrowing=narrowing), branch)
                       for j, b in enumerate(branches) if j != i and not disjoint(branch, b, self.resolve)]
             if any(o is False for o in others):
                 continue   # another branch admits everything (or all its narrowed complement is gone)
@@ -306,16 +304,13 @@ class _Normalizer:
                 "every oneOf branch overlaps one that admits every value")
         return out
 
-    def within(self, alternatives: Any, context: Any, narrowing: Narrowing | None = None) -> Any:
+    def within(self, alternatives: Any, context: Any) -> Any:
         """``alternatives`` (a negation) less its parts that no value of ``context`` can satisfy: the same
         values once intersected with ``context``, and a far smaller schema for the engine to intersect.
-        Narrowed, a large union keeps only its smallest part (a subset of it)."""
+        (Narrowed, ``negate`` has already cut a large union to one part that fits ``context``.)"""
         if not (isinstance(alternatives, dict) and set(alternatives) == {"anyOf"}):
             return alternatives
         parts = [p for p in alternatives["anyOf"] if not disjoint(p, context, self.resolve)]
-        if narrowing is not None and len(parts) > 1 and len(json.dumps(parts)) > MAX_COMPLEMENT_CHARS:
-            parts = [min(parts, key=lambda p: len(json.dumps(p)))]
-            narrowing.give_up("only the smallest part of a large complement")
         return False if not parts else parts[0] if len(parts) == 1 else {"anyOf": parts}
 
     def property_counts(self, work: dict, extra: list, where: str) -> None:
