@@ -6,4 +6,9 @@
                  shaping (pure tensor functions)
     synth.py     rejection sampling: k samples per prompt, kept when a verifier accepts them or by majority vote
     step.py      one synchronous RLOO step: k samples per prompt from the policy, rewarded, one update
+    prompts.py   RL prompt sets (reasoning-gym, instruction constraints, a file) with a disjoint held-out slice
+    config.py    the RL run's config: policy, prompt-set mixture with a reward per set, RLOO and sampling settings
+    set_rewards.py  a prompt set's reward from its config (registry rewards, the BFCL checker, a reward model)
+    rollout.py   batched rollouts (P * k rows) and per-token log-probabilities in micro-batches
+    run.py       `openafm rl`: the synchronous RLOO run: mixture, metrics, held-out reward, checkpoints, resume
 """

@@ -1,0 +1,130 @@
+"""The config of a synchronous RLOO run (`openafm rl CONFIG.yaml`): the policy, the prompt-set mixture with one
+reward per set, the sampling and RLOO settings, held-out evaluation and checkpoints. One kw_only dataclass tree,
+loaded from YAML like the trainer's.
+
+    model: smollm2-135m-instruct          # what openafm.load accepts (a packaged model, a checkpoint directory)
+    run_dir: runs/rl-math
+    steps: 40
+    prompts_per_step: 8                   # P; the step samples P * k responses
+    rloo: {k: 4, clip: 0.2, kl_coef: 0.05}
+    max_new_tokens: 48
+    prompt_sets:
+      - {name: math, source: reasoning-gym, weight: 0.7, reward: reasoning-gym, reward_options: {marker: "="},
+         options: {dataset: chain_sum, config: {max_terms: 2, max_digits: 2}, hint: ""}}
+      - {name: ifeval, source: instructions, weight: 0.3, reward: instructions}
+    heldout: {every: 10, size: 64}
+
+Each step draws its P prompts from the sets in proportion to their weights (a seeded multinomial per step), each
+set walking a seeded permutation of its train pool, epoch after epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from openafm import config as cfg
+from openafm.errors import ConfigError
+from openafm.rl.prompts import PromptSource, check_options
+from openafm.rl.rewards import REWARDS, UnknownRewardError
+from openafm.rl.rloo import Normalisation, check_k
+from openafm.train.config import CheckpointConfig, OptimizerConfig, Precision, read_yaml
+
+
+@dataclasses.dataclass(kw_only=True)
+class PromptSetConfig:
+    name: str
+    source: PromptSource
+    weight: float
+    reward: str                                        # a name in rl/rewards.REWARDS
+    reward_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    pool: int = 1000                                   # train prompts drawn for the set
+
+
+@dataclasses.dataclass(kw_only=True)
+class RLOOSettings:
+    k: int = 4
+    clip: float = 0.2
+    kl_coef: float = 0.05
+    normalisation: Normalisation = Normalisation.TOKEN_MEAN
+
+
+@dataclasses.dataclass(kw_only=True)
+class HeldoutConfig:
+    every: int = 10                    # greedy accuracy on each set's held-out slice every n steps (and at 0, end)
+    size: int = 64                     # held-out prompts per set
+    max_new_tokens: int | None = None  # default: the run's max_new_tokens
+
+
+@dataclasses.dataclass(kw_only=True)
+class RLConfig:
+    model: str
+    run_dir: str
+    steps: int
+    prompt_sets: list[PromptSetConfig]
+    prompts_per_step: int = 8
+    rloo: RLOOSettings = dataclasses.field(default_factory=RLOOSettings)
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    micro_batch: int = 16              # rows per forward/backward; the step's gradient is accumulated over them
+    optimizer: OptimizerConfig = dataclasses.field(
+        default_factory=lambda: OptimizerConfig(lr=1e-5, weight_decay=0.0, grad_clip=1.0))
+    ema: float | None = None           # decay of an EMA of the policy weights, evaluated and exported when set
+    heldout: HeldoutConfig = dataclasses.field(default_factory=HeldoutConfig)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=lambda: CheckpointConfig(every=10, keep=2))
+    precision: Precision = Precision.FLOAT32
+    device: str = "cpu"
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "prompts_per_step", "max_new_tokens", "micro_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"rl config: {name}={getattr(self, name)} must be >= 1")
+        check_k(self.rloo.k)
+        if not self.temperature > 0:
+            raise ConfigError(f"rl config: temperature={self.temperature} must be > 0 (RLOO needs k distinct samples)")
+        if not self.prompt_sets:
+            raise ConfigError("rl config: prompt_sets is empty; give at least one {name, source, weight, reward}")
+        names = [s.name for s in self.prompt_sets]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"rl config: prompt set names repeat: {names}")
+        for s in self.prompt_sets:
+            where = f"rl config: prompt set {s.name!r}"
+            if not s.weight > 0:
+                raise ConfigError(f"{where}: weight={s.weight} must be > 0 (leave the set out to not use it)")
+            if s.reward not in REWARDS:
+                raise UnknownRewardError(s.reward, sorted(REWARDS))
+            check_options(s.source, s.options, where)
+            if s.pool < 1:
+                raise ConfigError(f"{where}: pool={s.pool} must be >= 1")
+        if self.ema is not None and not 0 < self.ema < 1:
+            raise ConfigError(f"rl config: ema={self.ema} must be in (0, 1), or null for no EMA")
+        if self.heldout.every < 1 or self.heldout.size < 0:
+            raise ConfigError(f"rl config: heldout.every={self.heldout.every} must be >= 1 and heldout.size="
+                              f"{self.heldout.size} >= 0")
+        if self.checkpoint.every < 1 or self.checkpoint.keep < 1:
+            raise ConfigError(f"rl config: checkpoint.every={self.checkpoint.every} and checkpoint.keep="
+                              f"{self.checkpoint.keep} must be >= 1")
+
+    def to_dict(self) -> dict:
+        return cfg.to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RLConfig:
+        return cfg.from_dict(cls, data)
+
+
+# Keys a resumed run may change without changing the numbers it computes.
+RESUMABLE_CHANGES = ("run_dir", "checkpoint.every", "checkpoint.keep", "progress", "device", "steps",
+                     "heldout.every")
+
+
+def load_rl_config(path: str | Path, **overrides: Any) -> RLConfig:
+    data = read_yaml(path, "RL config")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: an RL config is a mapping of keys, got {type(data).__name__}")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return RLConfig.from_dict(data)

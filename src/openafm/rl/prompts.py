@@ -1,0 +1,123 @@
+"""RL prompt sets: where the prompts of one set come from, split into a train pool and a held-out slice that shares
+no prompt with it. Each set pairs its prompts with a reward (rl/rewards.py) in the RL config; this module only
+builds the prompts and their targets.
+
+    records = build_prompts(PromptSource.REASONING_GYM, {"dataset": "chain_sum"}, Split.TRAIN, size=500, seed=0)
+    records[0].prompt, records[0].target        # the question with the answer hint, the reasoning-gym entry
+
+Sources (PromptSource) and their options:
+    reasoning-gym   dataset (a reasoning-gym name), config (that dataset's config keys, e.g. max_digits), hint
+                    (appended to each question; default: end with a line 'Answer: ...'). Target: the entry.
+    instructions    most (constraints per prompt, default 3): data/instructions' generator. Target: the constraints.
+    file            path: JSONL of {"prompt": str, "target": any, "system": optional str}; the file is the train
+                    pool, `heldout_path` (optional) the held-out one.
+
+Split: the train pool is drawn with `seed`, the held-out slice with another seed (seed + HELDOUT_SEED_OFFSET), and
+any held-out prompt whose text is also in the train pool is dropped, so a small problem space (single-digit
+sums) cannot leak held-out questions into training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from openafm.data.instructions import instruction_prompts
+from openafm.data.jsonl import JsonlError, read_jsonl
+from openafm.errors import ConfigError
+from openafm.rl.rewards import DEFAULT_MARKER
+
+ANSWER_HINT = f"\nEnd your reply with a line '{DEFAULT_MARKER} ' followed by the final answer."
+HELDOUT_SEED_OFFSET = 1_000_003
+
+
+class PromptSource(str, enum.Enum):
+    REASONING_GYM = "reasoning-gym"
+    INSTRUCTIONS = "instructions"
+    FILE = "file"
+
+
+class Split(str, enum.Enum):
+    TRAIN = "train"
+    HELDOUT = "heldout"
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptRecord:
+    prompt: str                      # the user turn
+    target: Any                      # what the set's reward compares the response with
+    where: str                       # "reasoning-gym chain_sum seed 0 #12", "prompts.jsonl:7"
+    system: str | None = None        # a system turn before the user turn (tool definitions, ...)
+
+
+OPTIONS = {PromptSource.REASONING_GYM: {"dataset", "config", "hint"},
+           PromptSource.INSTRUCTIONS: {"most"},
+           PromptSource.FILE: {"path", "heldout_path"}}
+
+
+def check_options(source: PromptSource, options: Mapping[str, Any], where: str) -> None:
+    unknown = sorted(set(options) - OPTIONS[source])
+    if unknown:
+        raise ConfigError(f"{where}: unknown option(s) {unknown} for source {source.value!r}; accepted: "
+                          f"{sorted(OPTIONS[source])}")
+    if source is PromptSource.REASONING_GYM and not isinstance(options.get("dataset"), str):
+        raise ConfigError(f"{where}: source reasoning-gym needs options.dataset (a reasoning-gym dataset name)")
+    if source is PromptSource.FILE and not isinstance(options.get("path"), str):
+        raise ConfigError(f"{where}: source file needs options.path (a JSONL file of {{prompt, target}})")
+
+
+def build_prompts(source: PromptSource | str, options: Mapping[str, Any], split: Split | str, *, size: int,
+                  seed: int) -> list[PromptRecord]:
+    """`size` prompts of the split (fewer for a file, or when held-out prompts repeat train ones)."""
+    source, split = PromptSource(source), Split(split)
+    check_options(source, options, f"prompt source {source.value}")
+    if size < 1:
+        raise ConfigError(f"prompt set size={size} must be >= 1")
+    if source is PromptSource.FILE:
+        key = "path" if split is Split.TRAIN else "heldout_path"
+        if key not in options:
+            return []
+        return _file(Path(options[key]))[:size]
+    draw = _reasoning_gym if source is PromptSource.REASONING_GYM else _instructions
+    if split is Split.TRAIN:
+        return draw(options, size, seed)
+    train = {r.prompt for r in draw(options, size, seed)}
+    return [r for r in draw(options, size, seed + HELDOUT_SEED_OFFSET) if r.prompt not in train]
+
+
+def _reasoning_gym(options: Mapping[str, Any], size: int, seed: int) -> list[PromptRecord]:
+    import reasoning_gym   # heavy optional import (loads every dataset module)
+
+    name, config, hint = options["dataset"], dict(options.get("config") or {}), options.get("hint", ANSWER_HINT)
+    try:
+        data = reasoning_gym.create_dataset(name, size=size, seed=seed, **config)
+    except (KeyError, ValueError, TypeError) as e:
+        raise ConfigError(f"reasoning-gym dataset {name!r} with config {config}: {e}") from None
+    return [PromptRecord(e["question"] + hint, e, f"reasoning-gym {name} seed {seed} #{i}")
+            for i, e in enumerate(data)]
+
+
+def _instructions(options: Mapping[str, Any], size: int, seed: int) -> list[PromptRecord]:
+    return [PromptRecord(p.prompt, [c.to_dict() for c in p.constraints], p.where)
+            for p in instruction_prompts(size, seed=seed, most=int(options.get("most", 3)))]
+
+
+def _file(path: Path) -> list[PromptRecord]:
+    if not path.is_file():
+        raise JsonlError(f"{path}: no such file (a JSONL file of {{\"prompt\", \"target\"}} objects)")
+    out = []
+    for lineno, row in enumerate(read_jsonl(path), start=1):
+        where = f"{path}:{lineno}"
+        extra = sorted(set(row) - {"prompt", "target", "system"})
+        if extra or not isinstance(row.get("prompt"), str) or not row["prompt"] or "target" not in row:
+            raise JsonlError(f"{where}: a prompt line is {{\"prompt\": non-empty string, \"target\": any, "
+                             f"\"system\": optional string}}; got keys {sorted(row)}")
+        if row.get("system") is not None and not isinstance(row["system"], str):
+            raise JsonlError(f"{where}: \"system\" must be a string, got {type(row['system']).__name__}")
+        out.append(PromptRecord(row["prompt"], row["target"], where, row.get("system")))
+    if not out:
+        raise JsonlError(f"{path}: no prompts (the file is empty)")
+    return out

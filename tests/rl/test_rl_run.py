@@ -1,0 +1,137 @@
+"""`openafm rl`: the synchronous RLOO run on a tiny model with the real tokenizer — end to end through the CLI, a
+killed run resuming bit-exactly, the prompt mixture and held-out split, batched rollouts, and bad configs named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from openafm.checkpoint.load import load_model
+from openafm.checkpoint.native import save_checkpoint
+from openafm.cli import main
+from openafm.errors import ConfigError
+from openafm.rl.config import RLConfig
+from openafm.rl.prompts import PromptRecord, PromptSource, Split, build_prompts
+from openafm.rl.rewards import REWARDS, UnknownRewardError
+from openafm.rl.rollout import Row, pack_rows, sample_rows
+from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, PromptMixture, RLRun
+from openafm.train.metrics import read_metrics, without_timing
+from tiny import make_tiny
+
+
+@pytest.fixture(autouse=True)
+def letters_reward(monkeypatch):
+    """A dense test reward (the share of letters in the response), so a random model's samples differ in reward."""
+    monkeypatch.setitem(REWARDS, "letters", lambda: lambda prompt, response, target:
+                        sum(c.isalpha() for c in response) / max(1, len(response)))
+
+
+@pytest.fixture
+def base(tmp_path, tokenizer):
+    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=512)
+    save_checkpoint(tmp_path / "base", model.config, model.state_dict(), tokenizer)
+    return str(tmp_path / "base")
+
+
+def config(base, run_dir, **changes) -> dict:
+    data = {"model": base, "run_dir": str(run_dir), "steps": 3, "prompts_per_step": 2, "max_new_tokens": 5, "temperature": 5.0,
+            "micro_batch": 3, "progress": False, "rloo": {"k": 3},
+            "optimizer": {"lr": 1e-3, "weight_decay": 0.0, "grad_clip": 1.0},
+            "heldout": {"every": 2, "size": 3}, "checkpoint": {"every": 2, "keep": 2},
+            "prompt_sets": [{"name": "ifeval", "source": "instructions", "weight": 1.0, "reward": "letters",
+                             "pool": 8, "options": {"most": 1}}]}
+    data.update(changes)
+    return data
+
+
+def test_rl_cli_end_to_end(tmp_path, base, capsys):
+    path = tmp_path / "rl.yaml"
+    path.write_text(yaml.safe_dump(config(base, tmp_path / "run")))
+    assert main(["rl", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    records = read_metrics(tmp_path / "run" / METRICS_FILE)
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    assert set(records[0]) == {"step", "heldout/ifeval"}
+    for key in ("reward", "reward/ifeval", "kl", "loss", "entropy", "clip_fraction", "grad_norm", "response_tokens"):
+        assert key in records[1], key
+    assert "heldout/ifeval" in records[2] and "heldout/ifeval" in records[3]
+    assert records[1]["kl"] == pytest.approx(0.0, abs=1e-5)          # the first samples come from the reference
+    assert records[1]["ratio"] == pytest.approx(1.0, abs=1e-5)       # fresh samples: importance ratio 1
+    assert summary["heldout_after"]["heldout/ifeval"] == records[3]["heldout/ifeval"]
+    assert json.loads((tmp_path / "run" / SUMMARY_FILE).read_text()) == summary
+    policy = load_model(str(tmp_path / "run" / POLICY_DIR)).model
+    start = load_model(base).model
+    assert any(not torch.equal(a, b) for a, b in zip(policy.state_dict().values(), start.state_dict().values()))
+    assert main(["rl", str(path)]) == 2                               # a second fresh run into the same dir
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_killed_run_resumes_bit_exactly(tmp_path, base):
+    straight = RLRun(RLConfig.from_dict(config(base, tmp_path / "a", steps=4)))
+    straight.run()
+    killed = RLRun(RLConfig.from_dict(config(base, tmp_path / "b", steps=4)))
+    assert killed.run(stop_after=3) == {"stopped_at": 3}              # checkpoint at 2; step 3 is lost
+    resumed = RLRun(RLConfig.from_dict(config(base, tmp_path / "b", steps=4)))
+    assert resumed.run(resume=True)["steps"] == 4
+    for (name, a), b in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert without_timing(read_metrics(tmp_path / "a" / METRICS_FILE)) == \
+        without_timing(read_metrics(tmp_path / "b" / METRICS_FILE))
+
+
+def test_mixture_follows_weights_and_is_seeded():
+    pools = [[PromptRecord(f"a{i}", None, "") for i in range(5)], [PromptRecord(f"b{i}", None, "") for i in range(50)]]
+    mix = PromptMixture(pools, [1.0, 3.0], seed=0)
+    drawn = [s for step in range(200) for s, _ in mix.draw(step, 8)]
+    assert drawn.count(1) / len(drawn) == pytest.approx(0.75, abs=0.02)
+    seen = [r.prompt for step in range(3) for s, r in PromptMixture(pools, [1.0, 0.001], seed=1).draw(step, 5)
+            if s == 0]
+    assert sorted(seen[:5]) == [f"a{i}" for i in range(5)]            # one epoch: each prompt once
+    again = PromptMixture(pools, [1.0, 3.0], seed=0)
+    assert [r.prompt for _, r in again.draw(0, 8)] == [r.prompt for _, r in PromptMixture(pools, [1.0, 3.0], 0)
+                                                       .draw(0, 8)]
+
+
+def test_heldout_prompts_never_in_the_train_pool():
+    options = {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}
+    train = build_prompts(PromptSource.REASONING_GYM, options, Split.TRAIN, size=60, seed=0)
+    held = build_prompts(PromptSource.REASONING_GYM, options, Split.HELDOUT, size=60, seed=0)
+    assert len(train) == 60 and 0 < len(held) < 60                   # single digits: many repeats dropped
+    assert not {r.prompt for r in held} & {r.prompt for r in train}
+
+
+def test_pack_rows_marks_the_sampled_tokens():
+    tokens, mask = pack_rows([Row([5, 6], [7, 8, 2], True), Row([5, 6, 9], [4], False)])
+    assert tokens.tolist() == [[5, 6, 7, 8, 2], [5, 6, 9, 4, 0]]
+    assert mask.tolist() == [[0, 1, 1, 1], [0, 0, 1, 0]]              # position t predicts token t + 1
+
+
+def test_sample_rows_keeps_the_end_token(tokenizer):
+    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=128)
+    eos = set(range(0, tokenizer.vocab_size, 8))                     # about one token in 8 ends a row
+    rows = sample_rows(model, [[1, 2, 3], [4, 5]], k=3, max_new_tokens=6, temperature=5.0, seed=0,
+                       eos_token_ids=eos, batch=4)
+    assert len(rows) == 6 and [r.prompt for r in rows] == [[1, 2, 3]] * 3 + [[4, 5]] * 3
+    for r in rows:
+        assert r.stopped == (r.response[-1] in eos) and len(r.response) <= 6
+        assert r.text_ids == (r.response[:-1] if r.stopped else r.response)
+    assert any(r.stopped for r in rows) and any(not r.stopped for r in rows)
+
+
+@pytest.mark.parametrize("change, error, named", [
+    ({"prompt_sets": [{"name": "x", "source": "instructions", "weight": 0.0, "reward": "instructions"}]},
+     ConfigError, "weight=0.0"),
+    ({"prompt_sets": [{"name": "x", "source": "instructions", "weight": 1.0, "reward": "nope"}]},
+     UnknownRewardError, "'nope'"),
+    ({"rloo": {"k": 1}}, ConfigError, "k=1"),
+    ({"prompt_sets": [{"name": "x", "source": "reasoning-gym", "weight": 1.0, "reward": "math"}]},
+     ConfigError, "options.dataset"),
+    ({"prompt_sets": [{"name": "x", "source": "instructions", "weight": 1.0, "reward": "math",
+                       "options": {"colour": 1}}]}, ConfigError, "colour"),
+])
+def test_bad_configs_are_named(tmp_path, change, error, named):
+    with pytest.raises(error, match=named):
+        RLConfig.from_dict(config("m", tmp_path, **change))
