@@ -8,7 +8,7 @@ import reasoning_gym
 
 from openafm.data.instructions import Constraint, Kind, Relation, instruction_prompts
 from openafm.errors import ConfigError
-from openafm.rl.rewards import REWARDS, UnknownRewardError, answers_match, extract_answer, make_reward
+from openafm.rl.rewards import REWARDS, UnknownRewardError, answers_match, extract_answer, extracted, make_reward
 
 
 @pytest.mark.parametrize("response, answer", [
@@ -79,3 +79,14 @@ def test_unknown_reward_names_the_known_ones():
     assert "'maths'" in str(e.value) and all(name in str(e.value) for name in REWARDS)
     with pytest.raises(TypeError, match="markr"):
         make_reward("math", markr="x")
+
+
+def test_last_number_extraction_reads_prose_answers():
+    reward = make_reward("math", extract="last-number")
+    assert reward("", "The answer is -41.", "-41") == 1.0
+    assert reward("", "So 12 + 29 = 41, not 40", "40") == 1.0        # the last number, whatever it is
+    assert reward("", "The total is 1,000.", "1000") == 1.0
+    assert reward("", "no digits here", "1") == 0.0
+    assert extracted("Answer: 5 apples, 6 pears", "marker", "Answer:") == "5 apples, 6 pears"
+    with pytest.raises(ValueError, match="'first-number'"):
+        make_reward("math", extract="first-number")

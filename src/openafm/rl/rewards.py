@@ -16,6 +16,8 @@ system call the same functions.
                                                  the fraction of constraints followed (level: loose or strict;
                                                  aggregate: fraction or all -> 1.0 / 0.0)
     reasoning-gym   a reasoning-gym entry        the dataset's own scorer on the extracted answer (0.0 .. 1.0)
+                    (math and reasoning-gym take extract=last-number: the last number in the response instead
+                    of a marked answer, lm-eval's "flexible extract", for models that answer in prose)
     tool-call       whatever `checker` reads     1.0 if checker(response, target) else 0.0; the checker is passed
                                                  in (the BFCL AST match lives with the evaluation code)
     reward-model    ignored                      scorer(prompt, response): a trained reward model's score
@@ -72,6 +74,22 @@ def extract_answer(response: str, marker: str = DEFAULT_MARKER) -> str | None:
     return _boxed(response)
 
 
+class Extract(str, enum.Enum):
+    MARKER = "marker"              # the answer after the last marker (else the last \\boxed{...})
+    LAST_NUMBER = "last-number"    # the last number anywhere in the response ("The answer is -41." -> "-41")
+
+
+LAST_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+
+
+def extracted(response: str, extract: Extract | str, marker: str) -> str | None:
+    """The response's answer under the extraction kind (None: it gives none)."""
+    if Extract(extract) is Extract.MARKER:
+        return extract_answer(response, marker)
+    found = LAST_NUMBER.findall(response)
+    return found[-1].replace(",", "") if found else None
+
+
 def _number(text: str) -> Fraction | None:
     t = text.strip().replace(",", "").replace("$", "").replace(" ", "").rstrip(".")
     t = re.sub(r"^\\frac\{(-?\d+)\}\{(-?\d+)\}$", r"\1/\2", t)
@@ -96,9 +114,12 @@ def answers_match(given: str, reference: str, *, tolerance: float = 1e-6) -> boo
     return normalise_answer(given) == normalise_answer(reference)
 
 
-def math_reward(*, marker: str = DEFAULT_MARKER, tolerance: float = 1e-6) -> RewardFn:
+def math_reward(*, marker: str = DEFAULT_MARKER, tolerance: float = 1e-6, extract: Extract | str = Extract.MARKER
+                ) -> RewardFn:
+    extract = Extract(extract)
+
     def reward(prompt: str, response: str, target: Any) -> float:
-        answer = extract_answer(response, marker)
+        answer = extracted(response, extract, marker)
         return float(answer is not None and answers_match(answer, str(target), tolerance=tolerance))
     return reward
 
@@ -134,13 +155,15 @@ def instructions_reward(*, level: Level | str = Level.LOOSE, aggregate: Aggregat
 
 # --- reasoning-gym, tool calls, a reward model -------------------------------------------------------------------
 
-def reasoning_gym_reward(*, marker: str = DEFAULT_MARKER) -> RewardFn:
+def reasoning_gym_reward(*, marker: str = DEFAULT_MARKER, extract: Extract | str = Extract.MARKER) -> RewardFn:
     from reasoning_gym import get_score_answer_fn   # heavy optional import (loads every dataset module)
+
+    extract = Extract(extract)
 
     def reward(prompt: str, response: str, target: Any) -> float:
         if not isinstance(target, Mapping) or "metadata" not in target:
             raise ValueError(f"the reasoning-gym reward needs a reasoning-gym entry as target, got {target!r}")
-        answer = extract_answer(response, marker)
+        answer = extracted(response, extract, marker)
         if answer is None:
             return 0.0
         score = get_score_answer_fn(target["metadata"]["source_dataset"])
