@@ -27,7 +27,7 @@ SIDE_MAY_IMPORT = {
     "train": {"data", "distributed", "eval"},
     "compress": {"data", "eval", "train"},
     "rl": {"compress", "data", "eval", "train"},
-    "pipelines": {"compress", "data", "distributed", "eval", "train"},
+    "pipelines": {"compress", "data", "distributed", "eval", "rl", "train"},
 }
 
 

@@ -1,10 +1,11 @@
 """Pipelines: the recipe runner, a training recipe's stages run in order (report §4.3); moved out of openafm.train.
 
-Orchestration only: the stages call public functions of openafm.data, tokenizer, models, train and eval.
+Orchestration only: the stages call public functions of openafm.data, tokenizer, models, train, eval and rl.
 The recipes themselves are YAML files in the repository's top-level `recipes` directory.
 
     recipe.py   Recipe: a run directory and an ordered list of named stages, loaded from YAML and validated
     run.py      run a recipe: each stage into its own directory with a done-marker; finished stages are skipped
     stages.py   what each stage kind does (corpus, tokenizer, shards, train, upcycle, distill, eval)
+    posttrain.py  the post-training stage kinds: synth, sft (LoRA, merged), rl (RLOO), tasks (evaluation)
     loader.py   the loader factory recipes give the trainer: packed rows over a shards stage's subset and a mixture
 """

@@ -20,7 +20,9 @@ tokenizer (byte-level BPE trained on the corpus), shards (token shards split int
 hash of the document id, plus the high-quality subset of the train part), train (the project's Trainer;
 the model is a preset with changes or the model of an earlier stage, optionally with `model_changes` such
 as a larger rope_theta), upcycle (dense -> MoE), distill (train with objective kd and `teacher: <stage>`),
-eval (held-out perplexity of named stages). Every reference must name an earlier stage of a fitting kind;
+eval (held-out perplexity of named stages); post-training (pipelines/posttrain.py): synth (rejection-sampled
+chat examples a verifier accepts), sft (LoRA SFT merged into the weights), rl (synchronous RLOO), tasks (the
+evaluation registry's tasks on model stages, or base:<model>). Every reference must name an earlier stage of a fitting kind;
 all of it is checked when the recipe loads, before anything runs. Running it: `openafm.pipelines.run`.
 """
 
@@ -36,6 +38,9 @@ from openafm.data.document import Document
 from openafm.data.mixture import MixtureConfig
 from openafm.data.sources import SOURCES
 from openafm.errors import ConfigError
+from openafm.eval.registry import get_task
+from openafm.rl.config import RLConfig
+from openafm.rl.prompts import PromptSource
 from openafm.train.config import TrainConfig, read_yaml
 
 
@@ -47,9 +52,15 @@ class StageKind(str, enum.Enum):
     UPCYCLE = "upcycle"
     DISTILL = "distill"
     EVAL = "eval"
+    SYNTH = "synth"        # post-training (pipelines/posttrain.py): rejection-sampled, verified chat examples
+    SFT = "sft"            # LoRA SFT on chat examples, merged into the weights
+    RL = "rl"              # synchronous RLOO (openafm.rl.run)
+    TASKS = "tasks"        # the evaluation registry's tasks on model stages (or base:<model>)
 
 
-MODEL_KINDS = (StageKind.TRAIN, StageKind.UPCYCLE, StageKind.DISTILL)   # stages whose output is a model
+# stages whose output is a model
+MODEL_KINDS = (StageKind.TRAIN, StageKind.UPCYCLE, StageKind.DISTILL, StageKind.SFT, StageKind.RL)
+BASE_PREFIX = "base:"        # a `tasks` stage's model that is no stage: base:<what openafm.load accepts>
 
 
 class Subset(str, enum.Enum):
@@ -198,11 +209,95 @@ class EvalStage:
             raise ConfigError(f"stage {self.name!r}: context={self.context} must be >= 2")
 
 
+@dataclasses.dataclass(kw_only=True)
+class PromptSpec:
+    source: PromptSource
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True)
+class SynthStage:
+    name: str
+    kind: StageKind = StageKind.SYNTH
+    model: str | None = None
+    from_: str | None = None
+    prompts: PromptSpec
+    reward: str
+    reward_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    threshold: float = 1.0                 # a sample is kept when its reward reaches this
+    n: int = 64
+    k: int = 8
+    max_tokens: int = 128
+    temperature: float = 0.8
+    top_p: float = 0.95
+
+
+@dataclasses.dataclass(kw_only=True)
+class SFTStage:
+    name: str
+    kind: StageKind = StageKind.SFT
+    model: str | None = None
+    from_: str | None = None
+    data: list[str]                        # synth stages or JSONL files of chat examples
+    rank: int = 16
+    alpha: float | None = None
+    sft: dict[str, Any] = dataclasses.field(default_factory=dict)     # TrainConfig keys (steps, batch_size, ...)
+
+
+@dataclasses.dataclass(kw_only=True)
+class RLStage:
+    name: str
+    kind: StageKind = StageKind.RL
+    model: str | None = None
+    from_: str | None = None
+    rl: dict[str, Any]                     # RLConfig keys but model and run_dir
+
+
+@dataclasses.dataclass(kw_only=True)
+class TasksStage:
+    name: str
+    kind: StageKind = StageKind.TASKS
+    models: list[str]                      # model stages, or base:<model>
+    tasks: list[str]
+    limit: int = 32
+
+
+def _check_model_source(stage) -> None:
+    if (stage.model is None) == (stage.from_ is None):
+        raise ConfigError(f"stage {stage.name!r}: a {stage.kind.value} stage takes exactly one of model (what "
+                          f"openafm.load accepts) or from (an earlier model stage), got model={stage.model}, "
+                          f"from={stage.from_}")
+
+
+def _validate_posttrain(stage) -> None:
+    """Checks that need no other stage (references are checked by recipe.validate)."""
+    if isinstance(stage, (SynthStage, SFTStage, RLStage)):
+        _check_model_source(stage)
+    if isinstance(stage, SynthStage) and (stage.n < 1 or stage.k < 1):
+        raise ConfigError(f"stage {stage.name!r}: n={stage.n} and k={stage.k} must be >= 1")
+    if isinstance(stage, SFTStage):
+        if not stage.data:
+            raise ConfigError(f"stage {stage.name!r}: data is empty; name synth stages or JSONL files")
+        TrainConfig.from_dict({"model": "-", "run_dir": "-", "steps": 1, "batch_size": 1, "seq_len": 1, **stage.sft})
+    if isinstance(stage, RLStage):
+        taken = sorted({"model", "run_dir"} & set(stage.rl))
+        if taken:
+            raise ConfigError(f"stage {stage.name!r}: rl keys {taken} are set by the recipe; remove them")
+        RLConfig.from_dict({"model": "-", "run_dir": "-", **stage.rl})
+    if isinstance(stage, TasksStage):
+        for t in stage.tasks:
+            get_task(t)
+        if stage.limit < 1:
+            raise ConfigError(f"stage {stage.name!r}: limit={stage.limit} must be >= 1")
+
+
 STAGE_CLASSES = {StageKind.CORPUS: CorpusStage, StageKind.TOKENIZER: TokenizerStage, StageKind.SHARDS: ShardsStage,
                  StageKind.TRAIN: TrainStage, StageKind.DISTILL: TrainStage, StageKind.UPCYCLE: UpcycleStage,
-                 StageKind.EVAL: EvalStage}
+                 StageKind.EVAL: EvalStage, StageKind.SYNTH: SynthStage, StageKind.SFT: SFTStage,
+                 StageKind.RL: RLStage, StageKind.TASKS: TasksStage}
 
-Stage = CorpusStage | TokenizerStage | ShardsStage | TrainStage | UpcycleStage | EvalStage
+Stage = (CorpusStage | TokenizerStage | ShardsStage | TrainStage | UpcycleStage | EvalStage | SynthStage | SFTStage
+         | RLStage | TasksStage)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -274,6 +369,16 @@ def validate(recipe: Recipe) -> None:
             _check_ref(recipe, s, "shards", s.shards, (StageKind.SHARDS,), seen)
             for m in s.models:
                 _check_ref(recipe, s, "models", m, MODEL_KINDS, seen)
+        elif isinstance(s, (SynthStage, SFTStage, RLStage, TasksStage)):
+            _validate_posttrain(s)
+            if getattr(s, "from_", None) is not None:
+                _check_ref(recipe, s, "from", s.from_, MODEL_KINDS, seen)
+            for ref in getattr(s, "data", []):
+                if not ref.endswith(".jsonl"):
+                    _check_ref(recipe, s, "data", ref, (StageKind.SYNTH,), seen)
+            for m in getattr(s, "models", []):
+                if not m.startswith(BASE_PREFIX):
+                    _check_ref(recipe, s, "models", m, MODEL_KINDS, seen)
         seen[s.name] = s.kind
 
 

@@ -1,0 +1,103 @@
+"""Post-training stages of a recipe (report §5): synth -> sft -> rl, and `tasks` (held-out evaluation on the
+evaluation registry's tasks). Each stage takes its model from an earlier model stage (`from`) or names one that
+openafm.load accepts (`model`), and each model stage writes a native checkpoint to OUT/model.
+
+    - {name: synth-math, kind: synth, model: smollm2-135m-instruct, n: 64, k: 8, reward: reasoning-gym,
+       prompts: {source: reasoning-gym, options: {dataset: chain_sum}}}
+    - {name: sft, kind: sft, model: smollm2-135m-instruct, data: [synth-math, tools.jsonl], sft: {steps: 100}}
+    - {name: rl, kind: rl, from: sft, rl: {steps: 40, prompt_sets: [...]}}          # any RLConfig keys
+    - {name: eval, kind: tasks, models: [base:smollm2-135m-instruct, sft, rl], tasks: [ifeval], limit: 32}
+
+sft trains a LoRA adapter on the one trainer (train/sft.py) and merges it into the weights, so the next stage
+loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on the next run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from openafm.checkpoint.load import load_model
+from openafm.checkpoint.native import save_checkpoint
+from openafm.data.chat import ChatExample, read_chat_jsonl
+from openafm.errors import ConfigError
+from openafm.eval.harness import run_eval
+from openafm.eval.registry import get_task
+from openafm.nn.lora import merge_lora
+from openafm.pipelines.recipe import BASE_PREFIX, RLStage, SFTStage, SynthStage, TasksStage
+from openafm.rl.config import RLConfig
+from openafm.rl.prompts import Split, build_prompts
+from openafm.rl.run import RLRun
+from openafm.rl.synth import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
+from openafm.train import checkpoint as ckpt
+from openafm.train.config import TrainConfig
+from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer
+
+def _model(stage, outputs: dict) -> str:
+    return stage.model if stage.model is not None else outputs[stage.from_]["model_dir"]
+
+
+# --- runners -----------------------------------------------------------------------------------------------
+
+def run_synth(recipe, stage: SynthStage, out: Path, outputs: dict) -> dict:
+    lm = load_model(_model(stage, outputs), seed=recipe.seed)
+    records = build_prompts(stage.prompts.source, stage.prompts.options, Split.TRAIN, size=stage.n, seed=recipe.seed)
+    prompts = [SynthPrompt(r.prompt, r.target, r.where) for r in records]
+    verifier = Verifier.from_reward(stage.reward, threshold=stage.threshold, **stage.reward_options)
+    sampler = model_sampler(lm.model, lm.tokenizer, max_new_tokens=stage.max_tokens, temperature=stage.temperature,
+                            top_p=stage.top_p)
+    kept, summary = rejection_sample(prompts, sampler, verifier, k=stage.k, seed=recipe.seed)
+    path = write_synth_jsonl(out / "synth.jsonl", kept)
+    return {"data": str(path), **summary}
+
+
+def sft_examples(stage: SFTStage, outputs: dict) -> list[ChatExample]:
+    examples: list[ChatExample] = []
+    for ref in stage.data:
+        path = Path(outputs[ref]["data"]) if ref in outputs else Path(ref)
+        examples.extend(read_chat_jsonl(path))
+    if not examples:
+        raise ConfigError(f"stage {stage.name!r}: its data {stage.data} holds no examples (did every synth sample "
+                          f"fail its verifier?)")
+    return examples
+
+
+def run_sft(recipe, stage: SFTStage, out: Path, outputs: dict) -> dict:
+    lm = load_model(_model(stage, outputs), seed=recipe.seed)
+    examples = sft_examples(stage, outputs)
+    config = TrainConfig.from_dict({"steps": 100, "batch_size": 4, "seq_len": 512, "seed": recipe.seed,
+                                    "optimizer": {"lr": 5e-4, "weight_decay": 0.0, "grad_clip": 1.0},
+                                    "schedule": {"kind": "warmup-cosine", "warmup_steps": 5},
+                                    **stage.sft, "model": _model(stage, outputs), "run_dir": str(out / "run"),
+                                    "init": "keep"})
+    loader = SFTLoader(examples, lm.tokenizer, seq_len=config.seq_len, global_batch=config.rows_per_rank(1),
+                       seed=recipe.seed, too_long=TooLong.SKIP)
+    trainer, _ = build_sft_trainer(config, base=lm.model, loader=loader, rank=stage.rank, alpha=stage.alpha)
+    trainer.run(resume=ckpt.latest_checkpoint(config.run_dir) is not None)
+    with trainer.eval_model() as model:
+        merged = merge_lora(model)
+        save_checkpoint(out / "model", model.config, model.state_dict(), tokenizer=lm.tokenizer,
+                        extra={"sft_steps": trainer.step, "lora_rank": stage.rank})
+    losses = [json.loads(line)["loss"] for line in (out / "run" / "metrics.jsonl").read_text().splitlines() if line]
+    return {"model_dir": str(out / "model"), "examples": len(examples), "skipped": loader.skipped,
+            "steps": trainer.step, "loss_first": losses[0], "loss_last": losses[-1], "merged_layers": merged}
+
+
+def run_rl(recipe, stage: RLStage, out: Path, outputs: dict) -> dict:
+    config = RLConfig.from_dict({"seed": recipe.seed, **stage.rl, "model": _model(stage, outputs),
+                                 "run_dir": str(out / "run")})
+    summary = RLRun(config).run(resume=ckpt.latest_checkpoint(config.run_dir) is not None)
+    return {"model_dir": summary["policy"], **{k: v for k, v in summary.items() if k != "policy"}}
+
+
+def run_tasks(recipe, stage: TasksStage, out: Path, outputs: dict) -> dict:
+    tasks = [get_task(t) for t in stage.tasks]
+    results = {}
+    for ref in stage.models:
+        source = ref[len(BASE_PREFIX):] if ref.startswith(BASE_PREFIX) else outputs[ref]["model_dir"]
+        lm = load_model(source, seed=recipe.seed)
+        summary = run_eval(lm, tasks, limit=stage.limit, out=out / ref.replace(":", "_").replace("/", "_"),
+                           config={"model": source, "adapter": None, "dtype": "float32", "seed": recipe.seed,
+                                   "limit": stage.limit})
+        results[ref] = {t: summary["tasks"][t] for t in stage.tasks}
+    return {"tasks": results}

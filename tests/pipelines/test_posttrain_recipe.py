@@ -1,0 +1,75 @@
+"""The post-training stage kinds of a recipe on a tiny model with the real tokenizer: synth -> sft -> rl -> tasks
+end to end (each model stage a loadable checkpoint, the SFT merge equal to the adapter it came from), skipped on a
+rerun, and bad post-training stages named before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from openafm.checkpoint.load import load_model
+from openafm.checkpoint.native import save_checkpoint
+from openafm.data.chat import read_chat_jsonl
+from openafm.errors import ConfigError
+from openafm.pipelines.recipe import recipe_from_dict
+from openafm.pipelines.run import run_recipe
+from tiny import make_tiny
+
+INSTRUCTIONS = {"source": "instructions", "options": {"most": 1}}
+
+
+@pytest.fixture
+def base(tmp_path, tokenizer):
+    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=512)
+    save_checkpoint(tmp_path / "base", model.config, model.state_dict(), tokenizer)
+    return str(tmp_path / "base")
+
+
+def recipe(tmp_path, base) -> dict:
+    rl = {"steps": 2, "prompts_per_step": 2, "max_new_tokens": 4, "temperature": 5.0, "micro_batch": 4,
+          "progress": False, "rloo": {"k": 2}, "heldout": {"every": 1, "size": 2},
+          "prompt_sets": [{"name": "ifeval", "source": "instructions", "weight": 1.0, "reward": "instructions",
+                           "pool": 4, "options": {"most": 1}}]}
+    return {"run_dir": str(tmp_path / "run"), "seed": 0, "stages": [
+        {"name": "synth", "kind": "synth", "model": base, "prompts": INSTRUCTIONS, "reward": "instructions",
+         "threshold": 0.0, "n": 3, "k": 2, "max_tokens": 4, "temperature": 5.0, "top_p": 1.0},
+        {"name": "sft", "kind": "sft", "model": base, "data": ["synth"], "rank": 2,
+         "sft": {"steps": 2, "batch_size": 2, "seq_len": 256, "progress": False, "peak_flops": 1e12,
+                 "schedule": {"kind": "constant"}}},
+        {"name": "rl", "kind": "rl", "from": "sft", "rl": rl},
+        {"name": "eval", "kind": "tasks", "models": [f"base:{base}", "rl"], "tasks": ["ifeval"], "limit": 1},
+    ]}
+
+
+def test_posttrain_stages_end_to_end(tmp_path, base):
+    report = run_recipe(recipe_from_dict(recipe(tmp_path, base)), log=lambda *a: None)
+    out = {r["name"]: r["outputs"] for r in report["stages"]}
+    kept = read_chat_jsonl(out["synth"]["data"])
+    assert out["synth"]["samples"] == 6 and len(kept) == 6                 # threshold 0: every sample kept
+    assert {x.meta["verifier"] for x in kept} == {"instructions"} and {x.meta["k"] for x in kept} == {2}
+    assert out["sft"]["examples"] == 6 and out["sft"]["steps"] == 2 and out["sft"]["merged_layers"] > 0
+    sft = load_model(out["sft"]["model_dir"]).model
+    start = load_model(base).model
+    changed = [k for k, v in sft.state_dict().items() if not torch.equal(v, start.state_dict()[k])]
+    assert changed and all(k.endswith("weight") for k in changed)          # LoRA merged into linear weights
+    assert out["rl"]["steps"] == 2 and set(out["rl"]["heldout_after"]) == {"heldout/ifeval"}
+    assert load_model(out["rl"]["model_dir"]).model is not None
+    assert set(out["eval"]["tasks"]) == {f"base:{base}", "rl"}
+    assert out["eval"]["tasks"]["rl"]["ifeval"]["n"] == 1
+    again = run_recipe(recipe_from_dict(recipe(tmp_path, base)), log=lambda *a: None)
+    assert [r["status"] for r in again["stages"]] == ["skipped"] * 4
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["stages"][1].update(data=["nowhere"]), "'nowhere' names no stage"),
+    (lambda r: r["stages"][2].update({"from": "eval"}), "'eval' names a later stage"),
+    (lambda r: r["stages"][2]["rl"].update(run_dir="x"), "rl keys \\['run_dir'\\]"),
+    (lambda r: r["stages"][2]["rl"]["prompt_sets"][0].update(weight=-1), "weight=-1"),
+    (lambda r: r["stages"][3].update(tasks=["nope"]), "nope"),
+    (lambda r: r["stages"][0].update({"from": "sft"}), "exactly one of model"),
+])
+def test_bad_posttrain_stages_are_named(tmp_path, base, edit, message):
+    data = recipe(tmp_path, base)
+    edit(data)
+    with pytest.raises((ConfigError, KeyError), match=message):
+        recipe_from_dict(data)
