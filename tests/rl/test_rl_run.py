@@ -67,6 +67,8 @@ def test_rl_cli_end_to_end(tmp_path, base, capsys):
     assert any(not torch.equal(a, b) for a, b in zip(policy.state_dict().values(), start.state_dict().values()))
     assert main(["rl", str(path)]) == 2                               # a second fresh run into the same dir
     assert "--resume" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000
 
 
 def test_killed_run_resumes_bit_exactly(tmp_path, base):

@@ -6,6 +6,7 @@ import argparse
 
 from openafm.train.config import load_train_config
 from openafm.train.loop import Trainer
+from openafm.rl.plot import is_rl_run, plot_rl_run
 from openafm.train.plot import plot_run
 
 EXAMPLE = """example CONFIG.yaml:
@@ -34,9 +35,10 @@ def register(sub) -> None:
                    help="continue from RUN_DIR's newest checkpoint (from step 0 if there is none yet)")
     t.set_defaults(run=_cmd_train)
 
-    p = sub.add_parser("plot", help="draw a run's loss, lr, grad-norm and throughput curves to PNG",
+    p = sub.add_parser("plot", help="draw a run's curves to PNG (training: loss, lr, grad-norm, throughput; RL: "
+                                    "reward per set, held-out reward, KL, length, entropy)",
                        description="Read RUN_DIR/metrics.jsonl and write RUN_DIR/curves.png (or --out).")
-    p.add_argument("run_dir", help="a run directory written by `openafm train`")
+    p.add_argument("run_dir", help="a run directory written by `openafm train`, `openafm sft` or `openafm rl`")
     p.add_argument("--out", default=None, help="PNG path (default RUN_DIR/curves.png)")
     p.set_defaults(run=_cmd_plot)
 
@@ -53,6 +55,6 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    out = plot_run(args.run_dir, args.out)
+    out = (plot_rl_run if is_rl_run(args.run_dir) else plot_run)(args.run_dir, args.out)
     print(f"wrote {out}")
     return 0

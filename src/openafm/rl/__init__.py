@@ -10,5 +10,6 @@
     config.py    the RL run's config: policy, prompt-set mixture with a reward per set, RLOO and sampling settings
     set_rewards.py  a prompt set's reward from its config (registry rewards, the BFCL checker, a reward model)
     rollout.py   batched rollouts (P * k rows) and per-token log-probabilities in micro-batches
+    plot.py      an RL run's curves (reward per set, held-out reward, KL, length, entropy) for `openafm plot`
     run.py       `openafm rl`: the synchronous RLOO run: mixture, metrics, held-out reward, checkpoints, resume
 """
