@@ -12,21 +12,21 @@ the rollout seeds, the same for every kind.
 
 Gradient variance: at fixed parameters (the first seed's initial weights, and its leave-one-out and moving-average
 runs at a middle step), M independent batches are drawn; for each, the policy gradient of the loss (ratio 1, so
-REINFORCE's estimate) is taken under each baseline on the same samples, and tr Cov = sum_m |g_m - mean g|^2 / (M - 1) is reported, raw,
-relative to |mean g|^2 (mean over all kinds' draws: every kind is unbiased), and as a ratio to leave-one-out's
-(with a 90% paired-bootstrap interval).
+REINFORCE's estimate) is taken under each baseline on the same samples, and tr Cov = sum_m |g_m - mean g|^2 /
+(M - 1) is reported, raw, relative to |mean g|^2 (mean over all kinds' draws: every kind is unbiased), and as a
+ratio to leave-one-out's (90% paired-bootstrap interval).
 Kinds: none; moving-average at fixed parameters in steady state (decay d, run over the draws in order, each draw
 centred by the average of the draws before it); the ideal scalar baseline (the mean reward, known only after all
 draws: the best any moving average could do); leave-one-out; the ideal per-prompt baseline (each prompt's mean
 reward: what leave-one-out estimates from k - 1 samples).
 
-    python benchmarks/rloo.py --json            # ~3-4 min on one CPU thread; writes docs/results/rloo.{json,png}
+    python benchmarks/rloo.py --json    # ~3 min of CPU on one thread (9 min wall on a loaded 2-core machine);
+                                        # writes docs/results/rloo.{json,png}
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import statistics
 import sys

@@ -8,9 +8,20 @@ import pytest
 import torch
 
 from openafm.errors import ConfigError
-from openafm.rl.rloo import (Baseline, Normalisation, RLOOConfig, advantages, group, leave_one_out_advantages,
-                             leave_one_out_baseline, moving_average_advantages, rloo_loss, sequence_kl,
-                             shaped_rewards, token_logprobs)
+from openafm.rl.rloo import (
+    Baseline,
+    Normalisation,
+    RLOOConfig,
+    advantages,
+    group,
+    leave_one_out_advantages,
+    leave_one_out_baseline,
+    moving_average_advantages,
+    rloo_loss,
+    sequence_kl,
+    shaped_rewards,
+    token_logprobs,
+)
 
 
 def test_advantages_by_hand():

@@ -105,4 +105,4 @@ def test_gradient_variance_matches_enumeration_on_a_bandit(bench, one_thread):
     # exact: none 0.0555, leave-one-out 0.0481 (its k / (k - 1) = 1.5 scale and a baseline from 2 samples: with one
     # prompt, a good constant beats it), ideal-scalar 0.0180, the constant 0.5 0.0168 -- distinct, so a mix-up fails
     traces = sorted(t for _, t in exact.values())
-    assert all(b > 1.05 * a for a, b in zip(traces, traces[1:]) if a != b) and len(set(traces)) == 4
+    assert all(b > 1.05 * a for a, b in itertools.pairwise(traces) if a != b) and len(set(traces)) == 4
