@@ -1,6 +1,6 @@
-"""RLOO: leave-one-out advantages against a hand-computed example, baselines that centre each group, the loss's
-gradient against a naive REINFORCE loop when the ratio is 1 and the KL 0, clipping that zeroes the gradient outside
-the band, and KL shaping."""
+"""RLOO: leave-one-out advantages against a hand-computed example, baselines that centre each group, the
+moving-average and no-baseline alternatives by hand, the loss's gradient against a naive REINFORCE loop when the
+ratio is 1 and the KL 0, clipping that zeroes the gradient outside the band, and KL shaping."""
 
 from __future__ import annotations
 
@@ -8,8 +8,20 @@ import pytest
 import torch
 
 from openafm.errors import ConfigError
-from openafm.rl.rloo import (Normalisation, RLOOConfig, group, leave_one_out_advantages, leave_one_out_baseline,
-                             rloo_loss, sequence_kl, shaped_rewards, token_logprobs)
+from openafm.rl.rloo import (
+    Baseline,
+    Normalisation,
+    RLOOConfig,
+    advantages,
+    group,
+    leave_one_out_advantages,
+    leave_one_out_baseline,
+    moving_average_advantages,
+    rloo_loss,
+    sequence_kl,
+    shaped_rewards,
+    token_logprobs,
+)
 
 
 def test_advantages_by_hand():
@@ -35,6 +47,37 @@ def test_k_below_two_raises_naming_k(k):
         leave_one_out_advantages(torch.zeros(3, k))
     with pytest.raises(ConfigError, match=f"k={k}"):
         RLOOConfig(k=k)
+
+
+def test_moving_average_baseline_by_hand():
+    batches = [torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.ones(2, 2), torch.zeros(2, 2)]    # means 0.5, 1, 0
+    # decay 0.5: no history -> b = 0, state 0.5; b = 0.5, state 0.5 * 0.5 + 0.5 * 1 = 0.75; b = 0.75, state 0.375
+    state, seen = None, []
+    for rewards in batches:
+        adv, state = moving_average_advantages(rewards, state, decay=0.5)
+        seen.append((adv, state))
+    torch.testing.assert_close(seen[0][0], batches[0])
+    torch.testing.assert_close(seen[1][0], torch.full((2, 2), 0.5))
+    torch.testing.assert_close(seen[2][0], torch.full((2, 2), -0.75))
+    assert [s for _, s in seen] == [0.5, 0.75, 0.375]
+    adv, state = advantages(torch.ones(2, 2), Baseline.MOVING_AVERAGE, 0.75, decay=0.5)   # the kind dispatches
+    assert torch.equal(adv, torch.full((2, 2), 0.25)) and state == 0.875
+
+
+def test_no_baseline_advantages_are_the_rewards_and_leave_one_out_keeps_no_state():
+    rewards = torch.tensor([[0.2, 0.9, 0.4], [1.0, 0.0, 0.5]])
+    adv, state = advantages(rewards, Baseline.NONE, state=0.3)
+    assert torch.equal(adv, rewards) and state is None
+    adv, state = advantages(rewards, "leave-one-out")
+    assert torch.equal(adv, leave_one_out_advantages(rewards)) and state is None
+
+
+def test_baseline_config_checks():
+    assert RLOOConfig(k=1, baseline="moving-average").baseline is Baseline.MOVING_AVERAGE   # REINFORCE: k = 1 is fine
+    with pytest.raises(ConfigError, match="decay=1"):
+        RLOOConfig(baseline_decay=1)
+    with pytest.raises(ValueError, match="'mean'"):
+        RLOOConfig(baseline="mean")
 
 
 def test_group_layout():

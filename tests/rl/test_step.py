@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from openafm.rl.rloo import RLOOConfig
+from openafm.rl.rloo import Baseline, RLOOConfig
 from openafm.rl.step import RLOOStep, rollout
 from tiny import make_tiny
 
@@ -45,6 +45,17 @@ def test_a_few_steps_raise_the_reward():
     prompts = [[1, 2, 3], [7, 8], [11, 12, 13, 14]]
     rewards = [step(prompts, seed=s)["reward"] for s in range(16)]
     assert sum(rewards[:4]) / 4 < 0.6 and sum(rewards[-4:]) / 4 > 0.9, rewards   # measured: 0.54 -> 0.96
+
+
+def test_moving_average_baseline_state_follows_the_batch_rewards():
+    policy = _spread_policy()
+    config = RLOOConfig(k=2, kl_coef=0.0, baseline=Baseline.MOVING_AVERAGE, baseline_decay=0.5)
+    step = RLOOStep(policy, copy.deepcopy(policy), torch.optim.SGD(policy.parameters(), lr=0.0), config,
+                    reward=_even_share, max_new_tokens=4)
+    first = step([[1, 2, 3], [7, 8]], seed=0)["reward"]
+    assert step.baseline_state == pytest.approx(first)                  # no history: the first batch's mean
+    second = step([[1, 2, 3], [7, 8]], seed=1)["reward"]
+    assert step.baseline_state == pytest.approx(0.5 * first + 0.5 * second)
 
 
 def test_greedy_sampling_is_refused():

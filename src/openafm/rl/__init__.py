@@ -2,8 +2,8 @@
 
     rewards.py   the reward registry: name -> reward function (math answers, instruction checkers, tool calls via
                  a checker, reasoning-gym scorers, a reward model), free of any scheduling concern
-    rloo.py      RLOO: leave-one-out advantages, the clipped policy-gradient loss, KL to the reference as reward
-                 shaping (pure tensor functions)
+    rloo.py      RLOO: leave-one-out advantages (or REINFORCE's moving-average baseline, or none), the clipped
+                 policy-gradient loss, KL to the reference as reward shaping (pure tensor functions)
     synth.py     rejection sampling: k samples per prompt, kept when a verifier accepts them or by majority vote
     step.py      one synchronous RLOO step: k samples per prompt from the policy, rewarded, one update
     prompts.py   RL prompt sets (reasoning-gym, instruction constraints, a file) with a disjoint held-out slice

@@ -7,6 +7,11 @@ mask[n, t] = 1 exactly where token t was sampled (the response, its end-of-turn 
 
     advantage   A_i = R_i - mean_{j != i} R_j over the k samples of a prompt: an unbiased baseline (it does not
                 depend on sample i), and the k advantages of a prompt sum to 0. Needs k >= 2.
+    baseline    the kind of b in A = R - b (Baseline): leave-one-out (RLOO, the default); moving-average, plain
+                REINFORCE's baseline, one scalar b_t = d * b_{t-1} + (1 - d) * mean(batch_t rewards) over past
+                batches, used before it takes in the current batch (so it stays independent of the samples it
+                centres), its state passed in and returned (None before the first batch: b = 0); none (A = R).
+                benchmarks/rloo.py compares them at equal samples.
     KL          as reward shaping (the choice here): R_i = r_i - beta * sum_t (log pi_old - log pi_ref)(y_i,t),
                 the sequence's sampled estimate of KL(pi_old || pi_ref), as in RLHF since Ziegler et al. 2019, the
                 RLOO paper and AFM 2024's MDLOO. Why not a loss term: the penalty then enters the return the
@@ -36,6 +41,12 @@ import torch
 from openafm.errors import ConfigError
 
 
+class Baseline(str, enum.Enum):
+    LEAVE_ONE_OUT = "leave-one-out"
+    MOVING_AVERAGE = "moving-average"
+    NONE = "none"
+
+
 class Normalisation(str, enum.Enum):
     TOKEN_MEAN = "token-mean"
     SEQUENCE_SUM = "sequence-sum"
@@ -48,9 +59,16 @@ class RLOOConfig:
     clip: float = 0.2                       # epsilon of the ratio's band [1 - eps, 1 + eps]
     kl_coef: float = 0.05                   # beta of the KL shaping
     normalisation: Normalisation = Normalisation.TOKEN_MEAN
+    baseline: Baseline = Baseline.LEAVE_ONE_OUT
+    baseline_decay: float = 0.9             # d of the moving-average baseline (used by that kind only)
 
     def __post_init__(self):
-        check_k(self.k)
+        object.__setattr__(self, "baseline", Baseline(self.baseline))
+        if self.baseline is Baseline.LEAVE_ONE_OUT:
+            check_k(self.k)
+        elif not isinstance(self.k, int) or self.k < 1:
+            raise ConfigError(f"RLOO k={self.k!r} samples per prompt must be an int >= 1")
+        check_decay(self.baseline_decay)
         if not self.clip > 0:
             raise ConfigError(f"RLOO clip={self.clip} must be > 0 (the ratio's band is [1 - clip, 1 + clip])")
         if self.kl_coef < 0:
@@ -64,9 +82,15 @@ def check_k(k: int) -> None:
                           f"mean of the other k - 1); got k={k!r}")
 
 
+def check_decay(decay: float) -> None:
+    if not 0 <= decay < 1:
+        raise ConfigError(f"moving-average baseline decay={decay} must be in [0, 1) (0: the last batch's mean)")
+
+
 def group(values: torch.Tensor, k: int) -> torch.Tensor:
     """[N] -> [P, k] (row n = p * k + i)."""
-    check_k(k)
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k={k!r} samples per prompt must be an int >= 1")
     if values.ndim != 1 or values.shape[0] % k:
         raise ValueError(f"{tuple(values.shape)} values do not split into groups of k={k} samples per prompt")
     return values.reshape(-1, k)
@@ -82,6 +106,30 @@ def leave_one_out_baseline(rewards: torch.Tensor) -> torch.Tensor:
 def leave_one_out_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """rewards [P, k] -> advantages [P, k] = R - leave-one-out baseline (= k / (k - 1) * (R - mean R))."""
     return rewards - leave_one_out_baseline(rewards)
+
+
+def moving_average_advantages(rewards: torch.Tensor, state: float | None, decay: float
+                              ) -> tuple[torch.Tensor, float]:
+    """rewards [P, k], state (the baseline after the past batches; None before the first) -> (advantages [P, k] =
+    R - state (0 when None), the state after this batch: decay * state + (1 - decay) * mean R, or mean R when
+    None)."""
+    check_decay(decay)
+    mean = float(rewards.mean())
+    if state is None:
+        return rewards.clone(), mean
+    return rewards - state, decay * state + (1 - decay) * mean
+
+
+def advantages(rewards: torch.Tensor, baseline: Baseline, state: float | None = None, decay: float = 0.9
+               ) -> tuple[torch.Tensor, float | None]:
+    """rewards [P, k] -> (advantages [P, k], the baseline state to pass to the next batch; None unless
+    moving-average) for the kind `baseline`."""
+    baseline = Baseline(baseline)
+    if baseline is Baseline.LEAVE_ONE_OUT:
+        return leave_one_out_advantages(rewards), None
+    if baseline is Baseline.MOVING_AVERAGE:
+        return moving_average_advantages(rewards, state, decay)
+    return rewards.clone(), None
 
 
 def sequence_kl(old_logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from openafm.rl.rloo import (
-    RLOOConfig, group, leave_one_out_advantages, rloo_loss, sequence_kl, shaped_rewards, token_logprobs,
+    RLOOConfig, advantages, group, rloo_loss, sequence_kl, shaped_rewards, token_logprobs,
 )
 from openafm.runtime.generate import generate_tokens
 from openafm.runtime.sampling import SamplingParams
@@ -74,6 +74,7 @@ class RLOOStep:
         self.policy, self.reference, self.optimizer, self.config = policy, reference, optimizer, config
         self.reward, self.max_new_tokens, self.temperature = reward, max_new_tokens, temperature
         self.eos_token_ids = frozenset(eos_token_ids)
+        self.baseline_state: float | None = None        # the moving-average baseline's (config.baseline)
 
     def __call__(self, prompts: Sequence[list[int]], *, seed: int) -> dict[str, float]:
         self.policy.eval()
@@ -84,10 +85,11 @@ class RLOOStep:
             ref = sequence_token_logprobs(self.reference, roll.tokens)
             seq_kl = sequence_kl(old, ref, roll.mask)                                  # [N]
             shaped = shaped_rewards(roll.rewards, seq_kl, self.config.kl_coef)
-            advantages = leave_one_out_advantages(group(shaped, self.config.k)).reshape(-1)
+            adv, self.baseline_state = advantages(group(shaped, self.config.k), self.config.baseline,
+                                                  self.baseline_state, self.config.baseline_decay)
         self.policy.train()
         logprobs = sequence_token_logprobs(self.policy, roll.tokens)
-        loss, metrics = rloo_loss(logprobs, old, advantages, roll.mask, clip=self.config.clip,
+        loss, metrics = rloo_loss(logprobs, old, adv.reshape(-1), roll.mask, clip=self.config.clip,
                                   normalisation=self.config.normalisation)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
