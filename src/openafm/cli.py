@@ -24,7 +24,8 @@ from openafm.runtime.kv_cache import KVStorage
 # Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
 COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
                               "openafm.commands.train", "openafm.commands.pipeline", "openafm.commands.qat",
-                              "openafm.commands.sft", "openafm.commands.synth", "openafm.commands.eval"]
+                              "openafm.commands.sft", "openafm.commands.synth", "openafm.commands.eval",
+                              "openafm.commands.reward"]
 
 
 def main(argv: list[str] | None = None) -> int:

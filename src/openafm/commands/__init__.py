@@ -10,5 +10,6 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     qat.py        `openafm qat MODEL OUT` (2-bit QAT) and `openafm recover BASE OUT.safetensors` (LoRA recovery)
     sft.py        `openafm sft OUT.safetensors`: a LoRA adapter by SFT (default data: guided generation)
     synth.py      `openafm synth OUT.jsonl`: rejection-sampled, verified SFT data with provenance
+    reward.py     `openafm reward train OUT_DIR` (a reward model from graded, verified pairs) and `reward score`
     eval.py       `openafm eval --tasks ...`, `openafm eval list`, `openafm eval compare RUN...` (report §8)
 """
