@@ -2,12 +2,13 @@
 
     groups, skipped = build_groups(["math", "tool-call"], n=100, heldout=25, seed=0)
 
-    math          reasoning-gym chain_sum and basic_arithmetic problems (2..3 terms of 1..2 digits); responses worked step by step from the
-                  expression (each operation "a op b = c"), the wrong one with one slip (a wrong step propagated,
-                  or a correct working with a wrongly copied final answer). Graded by reasoning-gym's own scorer
-                  (the `reasoning-gym` reward): marked correct 1.0; unmarked and wrong 0.0, the unmarked one's last
-                  number equal to the answer. Split by seed: train problems from `seed`, held-out from
-                  seed + HELDOUT_SEED_OFFSET, a held-out question also drawn for training dropped.
+    math          reasoning-gym chain_sum and basic_arithmetic problems (2..3 terms of 1..2 digits); responses
+                  worked step by step from the expression (each operation "a op b = c"), the wrong one with one
+                  slip (a wrong step propagated, or a correct working with a wrongly copied final answer). Graded by
+                  the `math` reward (marked answer = reference): correct 1.0 (and 1.0 by reasoning-gym's own
+                  scorer too); unmarked and wrong 0.0, the unmarked one ending in the answer, the wrong one marked.
+                  Split by seed: train problems from `seed`, held-out from seed + HELDOUT_SEED_OFFSET, a held-out
+                  question also drawn for training dropped.
     instructions  data/instructions prompts with 2..3 constraints; rl/pair_instructions builds and grades the
                   responses. Split by seed as for math.
     tool-call     BFCL simple_python and multiple questions with one ground-truth call; the exact call (the first
@@ -121,15 +122,19 @@ def _math_responses(entry: dict, rng: random.Random) -> list[GradedResponse] | N
 
 
 def _confirm_math(entry: dict, responses: list[GradedResponse], scorer) -> list[GradedResponse]:
+    """The verifier value is the `math` reward (the marked answer equals the reference: 1.0 / 0.0); a grade-2
+    response must also score 1.0 by reasoning-gym's own scorer."""
+    math = make_reward("math")
     out = []
     for r in responses:
-        v = scorer(entry["question"], r.text, entry)
-        unmarked = extract_answer(r.text)
-        ok = {2: v == 1.0, 1: v == 0.0 and unmarked is None and r.text.rstrip(".").endswith(entry["answer"]),
-              0: v < 1.0 and unmarked is not None}[r.grade]
+        v = math(entry["question"], r.text, entry["answer"])
+        marked = extract_answer(r.text) is not None
+        ok = {2: v == 1.0 and scorer(entry["question"], r.text, entry) == 1.0,
+              1: v == 0.0 and not marked and r.text.rstrip(".").endswith(entry["answer"]),
+              0: v == 0.0 and marked}[r.grade]
         if not ok:
-            raise GradeMismatchError(f"math response {r.text!r} (grade {r.grade}) scored {v} by reasoning-gym for "
-                                     f"answer {entry['answer']!r}")
+            raise GradeMismatchError(f"math response {r.text!r} (grade {r.grade}) scored {v} for answer "
+                                     f"{entry['answer']!r}")
         out.append(GradedResponse(r.text, r.grade, r.reason, v))
     return out
 
