@@ -38,6 +38,8 @@ def main() -> int:
     p.add_argument("--train-layers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--grading-weight", type=float, default=0.1)
+    p.add_argument("--lr", type=float, default=1e-4, help="learning rate of the trained trunk layers")
+    p.add_argument("--head-lr", type=float, default=1e-3, help="learning rate of the heads")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     t0 = time.perf_counter()
@@ -48,14 +50,15 @@ def main() -> int:
     model = RewardModel(lm.model, N_GRADES)
     initial = copy.deepcopy(model.state_dict())
     t1 = time.perf_counter()
-    prepared = prepare(model, lm.tokenizer, pairs, train_layers=args.train_layers, progress=not args.json)
+    prepared = prepare(model, lm.tokenizer, pairs, train_layers=args.train_layers, progress=True)
     t_features = time.perf_counter() - t1
     runs = {}
     for name, weight in (("with_grading", args.grading_weight), ("without_grading", 0.0)):
         model.load_state_dict(initial)                                         # the same start for both
-        config = FitConfig(train_layers=args.train_layers, epochs=args.epochs, grading_weight=weight, seed=args.seed)
+        config = FitConfig(train_layers=args.train_layers, epochs=args.epochs, grading_weight=weight, seed=args.seed,
+                           lr=args.lr, head_lr=args.head_lr)
         t = time.perf_counter()
-        records = fit(model, prepared.split, prepared.train_features, prepared.train, config, progress=not args.json)
+        records = fit(model, prepared.split, prepared.train_features, prepared.train, config, progress=True)
         runs[name] = {"grading_weight": weight, "steps": len(records), "train_loss_last": records[-1]["loss"],
                       "fit_seconds": round(time.perf_counter() - t, 1), **evaluate(model, prepared)}
     with_g, without = runs["with_grading"], runs["without_grading"]
@@ -75,7 +78,8 @@ def main() -> int:
                  "train_pairs": len(prepared.train.tags), "heldout_pairs": len(prepared.heldout_pairs),
                  "train_responses": len(prepared.train.texts), "skipped_prompts": skipped,
                  "split": "math/instructions by seed (held out: seed + 10000), tool-call by sha256(BFCL id)"},
-        "fit": {"train_layers": args.train_layers, "epochs": args.epochs, "seed": args.seed,
+        "fit": {"train_layers": args.train_layers, "epochs": args.epochs, "seed": args.seed, "lr": args.lr,
+                "head_lr": args.head_lr,
                 "trained": "top layers + final norm + heads; bottom layers frozen, their output cached (bf16)"},
         "seconds": {"features": round(t_features, 1), "total": round(time.perf_counter() - t0, 1)},
         "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
