@@ -124,3 +124,27 @@ def test_spearman_against_the_closed_form():
     # no ties: 1 - 6 sum d^2 / (n (n^2 - 1)); ranks [1, 2, 3, 4] vs [2, 1, 4, 3]: d^2 = 4 -> 1 - 24 / 60
     assert spearman([1.0, 2.0, 3.0, 4.0], [0.2, 0.1, 0.9, 0.5]) == pytest.approx(0.6)
     assert spearman([1.0, 2.0], [3.0, 3.0]) is None
+
+
+def test_an_interrupted_fit_resumes_to_the_same_weights(tmp_path, base, tokenizer):
+    def run(stop_first: bool) -> dict:
+        torch.manual_seed(0)
+        model = RewardModel(openafm.load(base).model, 3)
+        prepared = prepare(model, tokenizer, _pairs(), train_layers=1, precision=Precision.FLOAT32)
+        config = FitConfig(train_layers=1, epochs=2, batch_prompts=2, precision="float32", checkpoint_every=100)
+        run_dir = tmp_path / f"run{stop_first}"
+        run_dir.mkdir()
+        if stop_first:
+            assert len(fit(model, prepared.split, prepared.train_features, prepared.train, config, run_dir=run_dir,
+                           stop_after=4)) == 4
+            with pytest.raises(CheckpointError, match="pass --resume"):
+                fit(model, prepared.split, prepared.train_features, prepared.train, config, run_dir=run_dir)
+            torch.manual_seed(0)
+            model = RewardModel(openafm.load(base).model, 3)               # a fresh process: a fresh model
+        records = fit(model, prepared.split, prepared.train_features, prepared.train, config, run_dir=run_dir,
+                      resume=True)
+        assert [r["step"] for r in records] == list(range(5 if stop_first else 1, 7))
+        return model.state_dict()
+
+    whole, resumed = run(False), run(True)
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)

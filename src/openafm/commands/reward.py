@@ -13,7 +13,7 @@ import torch
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
-from openafm.data.jsonl import write_jsonl
+from openafm.data.jsonl import read_jsonl, write_jsonl
 from openafm.rl.pair_sources import build_groups
 from openafm.rl.pairs import N_GRADES, Source, all_pairs, read_pairs, write_pairs
 from openafm.rl.reward_model import evaluate, prepare
@@ -117,7 +117,11 @@ def _cmd_train(args) -> int:
                        progress=not args.quiet)
     records = fit(model, prepared.split, prepared.train_features, prepared.train, config, run_dir=out,
                   resume=args.resume, progress=not args.quiet)
-    write_jsonl(out / METRICS_FILE, records) if records else None
+    if records:
+        first = records[0]["step"]
+        kept = [r for r in read_jsonl(out / METRICS_FILE) if r["step"] < first] \
+            if args.resume and (out / METRICS_FILE).exists() else []
+        write_jsonl(out / METRICS_FILE, kept + records)            # a resumed run keeps the lines before it
     report = evaluate(model, prepared)
     path = save_reward_model(out, model, prepared.split, base_name=args.model, base_fingerprint=fingerprint,
                              tokenizer=lm.tokenizer, settings=config.to_dict())

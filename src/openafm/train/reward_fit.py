@@ -192,8 +192,10 @@ def _save(path: Path, state: dict) -> None:
 
 
 def fit(model: RewardModel, split: int, features: Sequence[torch.Tensor], data: RewardData, config: FitConfig, *,
-        run_dir: str | Path | None = None, resume: bool = False, progress: bool = False) -> list[dict]:
-    """Train the top of `model` in place -> one metrics record per step (of this call)."""
+        run_dir: str | Path | None = None, resume: bool = False, progress: bool = False,
+        stop_after: int | None = None) -> list[dict]:
+    """Train the top of `model` in place (stop_after: at most that many steps in this call) -> one metrics record
+    per step of this call."""
     layers, heads = _trainable(model, split)
     optimizer = torch.optim.AdamW([{"params": layers, "lr": config.lr}, {"params": heads, "lr": config.head_lr}],
                                   weight_decay=0.0)
@@ -214,8 +216,9 @@ def fit(model: RewardModel, split: int, features: Sequence[torch.Tensor], data: 
     model.train()
     records = []
     bar = tqdm(total=total, initial=step, desc="reward model", unit="step", disable=not progress)
+    last = total if stop_after is None else min(total, step + stop_after)
     try:
-        while step < total:
+        while step < last:
             epoch, within = divmod(step, steps_per_epoch)
             batch = _order(data, config, epoch)[within]
             records.append(_step(model, split, features, data, batch, config, optimizer, step / total))
@@ -223,7 +226,7 @@ def fit(model: RewardModel, split: int, features: Sequence[torch.Tensor], data: 
             records[-1]["step"] = step
             bar.update(1)
             bar.set_postfix(loss=f"{records[-1]['loss']:.3f}", acc=f"{records[-1]['accuracy']:.2f}")
-            if path is not None and (step % config.checkpoint_every == 0 or step == total):
+            if path is not None and (step % config.checkpoint_every == 0 or step in (total, last)):
                 trained = {k: v for k, v in model.state_dict().items()
                            if any(k.startswith(p) for p in trainable_prefixes(model, split))}
                 _save(path, {"model": trained, "optimizer": optimizer.state_dict(), "step": step,
