@@ -38,7 +38,7 @@ def main() -> int:
     p.add_argument("--train-layers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--grading-weight", type=float, default=0.1)
-    p.add_argument("--lr", type=float, default=1e-4, help="learning rate of the trained trunk layers")
+    p.add_argument("--lr", type=float, default=3e-4, help="learning rate of the trained trunk layers")
     p.add_argument("--head-lr", type=float, default=1e-3, help="learning rate of the heads")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()

@@ -64,7 +64,7 @@ def register(sub) -> None:
     t.add_argument("--train-layers", type=int, default=2, help="top trunk layers trained (default 2)")
     t.add_argument("--epochs", type=int, default=4, help="passes over the training pairs (default 4)")
     t.add_argument("--batch-prompts", type=int, default=8, help="prompts per step, all their pairs (default 8)")
-    t.add_argument("--lr", type=float, default=1e-4, help="learning rate of the trunk layers (default 1e-4)")
+    t.add_argument("--lr", type=float, default=3e-4, help="learning rate of the trunk layers (default 3e-4)")
     t.add_argument("--head-lr", type=float, default=1e-3, help="learning rate of the heads (default 1e-3)")
     t.add_argument("--grading-weight", type=float, default=0.1,
                    help="weight of the single-sided grading term (default 0.1; 0 = the ablation)")

@@ -42,7 +42,7 @@ class FitConfig:
     train_layers: int = 2          # top trunk layers trained (with the final norm and the heads); the rest frozen
     epochs: int = 4
     batch_prompts: int = 8         # prompts per step (all their pairs, each response scored once)
-    lr: float = 1e-4               # trunk layers and final norm
+    lr: float = 3e-4               # trunk layers and final norm
     head_lr: float = 1e-3          # score and grading heads (zero / randomly initialised)
     grading_weight: float = 0.1    # 0: the ablation without single-sided grading
     kind: PreferenceKind = PreferenceKind.SOFT_LABEL
