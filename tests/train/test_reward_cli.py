@@ -13,6 +13,7 @@ import torch
 import openafm
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.native import save_checkpoint
+from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.cli import main
 from openafm.errors import CheckpointError
 from openafm.rl.pairs import GradedPair, Source, Split, write_pairs
@@ -148,3 +149,21 @@ def test_an_interrupted_fit_resumes_to_the_same_weights(tmp_path, base, tokenize
 
     whole, resumed = run(False), run(True)
     assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+
+@pytest.mark.real_model
+def test_on_the_default_model_the_cached_prefix_and_the_saved_file_give_the_full_forward(tmp_path):
+    lm = openafm.load(DEFAULT_MODEL)
+    fingerprint = weights_fingerprint(lm.model)
+    torch.manual_seed(0)
+    model = RewardModel(lm.model, 3)
+    torch.nn.init.normal_(model.score_head.weight, std=0.1)              # a head that reads something
+    texts = [("Calculate 2 + 3.", "2 + 3 = 5.\nAnswer: 5"), ("Calculate 2 + 3.", "2 + 3 = 6.\nAnswer: 6")]
+    full = score_texts(model, lm.tokenizer, [p for p, _ in texts], [r for _, r in texts])
+    split = len(model.trunk.layers) - 2
+    cached, _ = top_forward(model, split, prefix_features(model, lm.tokenizer, texts, split, precision="float32"))
+    assert cached.tolist() == pytest.approx(full, abs=1e-4)
+    save_reward_model(tmp_path, model, split, base_name=DEFAULT_MODEL, base_fingerprint=fingerprint,
+                      tokenizer=lm.tokenizer, settings={})
+    scorer = load_reward_model(tmp_path, policy_tokenizer=lm.tokenizer)
+    assert scorer.score([p for p, _ in texts], [r for _, r in texts]) == full
