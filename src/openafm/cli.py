@@ -25,7 +25,7 @@ from openafm.runtime.kv_cache import KVStorage
 COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
                               "openafm.commands.train", "openafm.commands.pipeline", "openafm.commands.qat",
                               "openafm.commands.sft", "openafm.commands.synth", "openafm.commands.eval",
-                              "openafm.commands.rl"]
+                              "openafm.commands.rl", "openafm.commands.reward"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,5 +11,6 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     sft.py        `openafm sft OUT.safetensors`: a LoRA adapter by SFT (default data: guided generation)
     synth.py      `openafm synth OUT.jsonl`: rejection-sampled, verified SFT data with provenance
     rl.py         `openafm rl CONFIG.yaml`: synchronous RLOO over prompt sets with their rewards
+    reward.py     `openafm reward train OUT_DIR` (a reward model from graded, verified pairs) and `reward score`
     eval.py       `openafm eval --tasks ...`, `openafm eval list`, `openafm eval compare RUN...` (report §8)
 """

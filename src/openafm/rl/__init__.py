@@ -12,4 +12,8 @@
     rollout.py   batched rollouts (P * k rows) and per-token log-probabilities in micro-batches
     plot.py      an RL run's curves (reward per set, held-out reward, KL, length, entropy) for `openafm plot`
     run.py       `openafm rl`: the synchronous RLOO run: mixture, metrics, held-out reward, checkpoints, resume
+    pairs.py     graded preference pairs from verified sources: levels from grades, a reason each, JSONL I/O
+    pair_sources.py       the sources of graded prompt groups: math (reasoning-gym), instructions, tool-call (BFCL)
+    pair_instructions.py  responses meeting all / some / none of an instruction prompt's constraints
+    reward_model.py       training a reward model on graded pairs and judging it (held-out accuracy, verifiers)
 """

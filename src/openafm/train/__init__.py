@@ -10,6 +10,8 @@
     lora.py            LoRAHooks: rank-r LoRA adapters on a frozen base (SFT adapters, quality recovery)
     sft.py             supervised fine-tuning on chat examples: labels on the assistant turn only, packed rows
     reward.py          the reward model: trunk + scalar head, level-aware preference loss + single-sided grading
+    reward_fit.py      fitting a reward model on a CPU: frozen bottom layers cached, top layers and heads trained
+    reward_file.py     a trained reward model on disk (trained tensors + base fingerprint) and its scorer
     init.py            weight initialisation for training from scratch (scaled-normal, keep, auto)
     optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping
     schedule.py        learning-rate schedules (warmup + cosine, warmup-stable-decay, constant)
