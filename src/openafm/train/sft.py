@@ -1,8 +1,8 @@
 """Supervised fine-tuning on chat examples (guided-generation SFT, task adapters) on the trainer.
 
-Each example (data/chat.py: a user turn and an assistant turn) is rendered with the model's chat template, as a
-session renders a request: the user turn with the generation prompt, then the assistant turn up to and including
-its end-of-turn token. Only the assistant's tokens (its content and the end-of-turn token) carry labels, so the
+Each example (data/chat.py: an optional system turn, a user turn and an assistant turn) is rendered with the
+model's chat template, as a session renders a request: the system turn (when the example has one), the user turn
+with the generation prompt, then the assistant turn up to and including its end-of-turn token. Only the assistant's tokens (its content and the end-of-turn token) carry labels, so the
 model learns the answer and where it ends, never the prompt. Examples are packed whole into rows of seq_len
 (segment ids keep attention inside each example, positions restart at 0), the rest of a row padded.
 
@@ -53,11 +53,13 @@ class ChatTokens:
 
 
 def chat_tokens(tokenizer, example: ChatExample) -> ChatTokens:
-    """The example as the session would feed it: the user turn rendered with the generation prompt and tokenized
-    as the session tokenizes it, then the assistant turn's tokens through the end-of-turn token."""
-    user = {"role": "user", "content": example.prompt}
-    prefix = tokenizer.apply_chat_template([user], add_generation_prompt=True)
-    full = tokenizer.apply_chat_template([user, {"role": "assistant", "content": example.response}],
+    """The example as the session would feed it: the system turn (if any) and the user turn rendered with the
+    generation prompt and tokenized as the session tokenizes it, then the assistant turn's tokens through the
+    end-of-turn token."""
+    turns = ([{"role": "system", "content": example.system}] if example.system is not None else []) + \
+        [{"role": "user", "content": example.prompt}]
+    prefix = tokenizer.apply_chat_template(turns, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template([*turns, {"role": "assistant", "content": example.response}],
                                          add_generation_prompt=False)
     if not full.startswith(prefix):
         raise ValueError(f"{example.where}: the chat template renders the user turn differently once an assistant "
