@@ -16,6 +16,9 @@ system call the same functions.
                                                  the fraction of constraints followed (level: loose or strict;
                                                  aggregate: fraction or all -> 1.0 / 0.0)
     reasoning-gym   a reasoning-gym entry        the dataset's own scorer on the extracted answer (0.0 .. 1.0)
+    chrf            the reference text (str)     chrF (character n-gram F-score, sacrebleu's, n=6, beta=2) of the
+                                                 response against the reference, scaled to 0.0 .. 1.0 (translation,
+                                                 answers in a given language: rl/multilingual_prompts.py)
     tool-call       whatever `checker` reads     1.0 if checker(response, target) else 0.0; the checker is passed
                                                  in (the BFCL AST match lives with the evaluation code)
     reward-model    ignored                      scorer(prompt, response): a trained reward model's score
@@ -29,6 +32,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
+
+from sacrebleu.metrics import CHRF
 
 from openafm.data.instructions import Constraint, check
 from openafm.errors import ConfigError, OpenAFMError
@@ -132,6 +137,19 @@ def instructions_reward(*, level: Level | str = Level.LOOSE, aggregate: Aggregat
     return reward
 
 
+# --- reference texts ----------------------------------------------------------------------------------------------
+
+def chrf_reward(*, word_order: int = 0) -> RewardFn:
+    """chrF (word_order=0) or chrF++ (word_order=2) of the response against the target text, in 0.0 .. 1.0."""
+    metric = CHRF(word_order=word_order)
+
+    def reward(prompt: str, response: str, target: Any) -> float:
+        if not isinstance(target, str) or not target:
+            raise ValueError(f"the chrf reward needs the reference text as target, got {target!r}")
+        return metric.sentence_score(response.strip(), [target]).score / 100.0
+    return reward
+
+
 # --- reasoning-gym, tool calls, a reward model -------------------------------------------------------------------
 
 def reasoning_gym_reward(*, marker: str = DEFAULT_MARKER) -> RewardFn:
@@ -172,6 +190,7 @@ REWARDS: dict[str, Callable[..., RewardFn]] = {
     "math": math_reward,
     "instructions": instructions_reward,
     "reasoning-gym": reasoning_gym_reward,
+    "chrf": chrf_reward,
     "tool-call": tool_call_reward,
     "reward-model": reward_model_reward,
 }
