@@ -88,8 +88,8 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=4, help="rows of --seq-len tokens per step (default 4)")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step (default 1)")
     p.add_argument("--seq-len", type=int, default=512, help="tokens per row (default 512)")
-    p.add_argument("--lr", type=float, default=None, help=f"peak AdamW learning rate (default "
-                                                          f"{DEFAULT_LR[Method.LORA]} lora, {DEFAULT_LR[Method.FULL]} full)")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"peak AdamW learning rate (default {DEFAULT_LR[Method.LORA]} lora, {DEFAULT_LR[Method.FULL]} full)")
     p.add_argument("--warmup", type=int, default=20, help="linear warm-up steps, then cosine decay (default 20)")
     p.add_argument("--precision", default=Precision.BF16_AUTOCAST.value, choices=[k.value for k in Precision],
                    help="matmuls under bf16 autocast (default; about 3x faster on a CPU with bf16 support) or "

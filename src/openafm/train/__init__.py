@@ -8,7 +8,7 @@
     kd.py              the knowledge-distillation objective (KL to teacher logits, full or top-k, + CE)
     hooks.py           TrainHooks: what a non-pretraining job (QAT, LoRA recovery) changes about the loop
     lora.py            LoRAHooks: rank-r LoRA adapters on a frozen base (SFT adapters, quality recovery)
-    sft.py             supervised fine-tuning (LoRA or full) on chat examples: labels on the assistant turn only, packed rows
+    sft.py             supervised fine-tuning (LoRA or full) on chat examples: loss on the assistant turn, packed rows
     reward.py          the reward model: trunk + scalar head, level-aware preference loss + single-sided grading
     init.py            weight initialisation for training from scratch (scaled-normal, keep, auto)
     optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping

@@ -2,8 +2,9 @@
 
 Each example (data/chat.py: an optional system turn, a user turn and an assistant turn) is rendered with the
 model's chat template, as a session renders a request: the system turn (when the example has one), the user turn
-with the generation prompt, then the assistant turn up to and including its end-of-turn token. Only the assistant's tokens (its content and the end-of-turn token) carry labels, so the
-model learns the answer and where it ends, never the prompt. Examples are packed whole into rows of seq_len
+with the generation prompt, then the assistant turn up to and including its end-of-turn token. Only the
+assistant's tokens (its content and the end-of-turn token) carry labels, so the model learns the answer and
+where it ends, never the prompt. Examples are packed whole into rows of seq_len
 (segment ids keep attention inside each example, positions restart at 0), the rest of a row padded.
 
     loader = SFTLoader(examples, tokenizer, seq_len=384, global_batch=8)
