@@ -13,6 +13,7 @@ import pytest
 from openafm.data.chat import ChatExample, read_chat_jsonl
 from openafm.eval.bfcl_data import (Split, load_category, package_info, parse_calls_leniently, question_correct,
                                     split_of)
+from openafm.eval.registry import get_task
 from openafm.eval.tool_use import ToolQuestion, _prompt, bfcl_items, tools_of
 from openafm.fm.tool import tool_call_grammar
 from openafm.rl.tool_data import DEFAULT_CATEGORIES, bfcl_sft_examples, call_text
@@ -45,6 +46,10 @@ def test_heldout_eval_items_are_only_heldout_questions_and_the_default_is_unchan
     assert items and all(split_of(q.id) is Split.HELDOUT for q in items)
     every, _ = bfcl_items("multiple", 1000, seed=0, task="t")
     assert len(every) == 200 and {q.id for q in items} < {q.id for q in every}
+    for name in ("bfcl_parallel_multiple_heldout_constrained", "bfcl_simple_heldout"):
+        built = get_task(name).build(5, 0, None)
+        assert len(built.items) == 5 and all(split_of(q.id) is Split.HELDOUT for q in built.items)
+    assert [q.id for q in get_task("bfcl_multiple").build(5, 0, None).items] == [q.id for q in every[:5]]
 
 
 def test_every_example_is_train_split_and_scores_correct_and_is_admitted_by_the_grammar(built):
