@@ -1,7 +1,7 @@
 """Tool-use SFT (report §5): BFCL constrained AST accuracy on the held-out split before and after a short LoRA SFT
 on the train split, in one run.
 
-    python benchmarks/tool_sft.py --json [--steps 130 --limit 48]
+    python benchmarks/tool_sft.py --json        # docs/results/tool_sft.json: 24 per category, 120 steps (~17 min)
 
 Data: the `bfcl-eval` wheel's questions, split by question id (eval/bfcl_data.split_of: 25% held out). The SFT
 examples are rl/tool_data.bfcl_sft_examples over the train split of simple_python, multiple, parallel and
@@ -52,11 +52,11 @@ def evaluate(model, tokenizer, items: dict) -> dict:
 
 def main() -> None:
     p = parser(__doc__.split("\n")[0])
-    p.add_argument("--limit", type=int, default=48, help="held-out questions per category (default 48)")
-    p.add_argument("--steps", type=int, default=130, help="SFT steps (default 130)")
+    p.add_argument("--limit", type=int, default=24, help="held-out questions per category (default 24)")
+    p.add_argument("--steps", type=int, default=120, help="SFT steps (default 120)")
     p.add_argument("--batch-size", type=int, default=1, help="rows per step (default 1)")
-    p.add_argument("--seq-len", type=int, default=1024, help="tokens per row (default 1024; longer examples skipped)")
-    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--seq-len", type=int, default=768, help="tokens per row (default 768; longer examples skipped)")
+    p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--loss-examples", type=int, default=24, help="held-out examples of the assistant-token loss "
                                                                    "(default 24)")
