@@ -23,3 +23,14 @@ def test_empty_and_missing_files_are_named(tmp_path):
     (tmp_path / "s.jsonl").write_text('{"prompt": "", "response": "x"}\n')
     with pytest.raises(JsonlError, match=r"s.jsonl:1: 'prompt' must be a non-empty string, got ''"):
         read_chat_jsonl(tmp_path / "s.jsonl")
+
+
+def test_an_optional_system_turn_is_read_and_checked(tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"system": "Be brief.", "prompt": "Hi", "response": "Hello", "meta": {"id": 1}}\n')
+    ex, = read_chat_jsonl(path)
+    assert ex == ChatExample("Hi", "Hello", f"{path}:1", system="Be brief.") and ex.meta == {"id": 1}
+    assert ex.to_dict() == {"prompt": "Hi", "response": "Hello", "system": "Be brief.", "meta": {"id": 1}}
+    path.write_text('{"prompt": "Hi", "response": "Hello"}\n{"system": 3, "prompt": "Hi", "response": "Hello"}\n')
+    with pytest.raises(JsonlError, match=r"s.jsonl:2: 'system' must be a non-empty string, got 3"):
+        read_chat_jsonl(path)

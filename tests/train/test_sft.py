@@ -29,10 +29,11 @@ def examples():
 def reference_labels(tokenizer, example: ChatExample, ids: list[int]) -> list[int]:
     """Naive: a token is the assistant's when the characters it decodes to lie inside the assistant's content and
     end-of-turn marker of the rendered conversation; label t is token t + 1 when that token is the assistant's."""
-    user = {"role": "user", "content": example.prompt}
-    full = tokenizer.apply_chat_template([user, {"role": "assistant", "content": example.response}],
+    user = ([{"role": "system", "content": example.system}] if example.system is not None else []) + \
+        [{"role": "user", "content": example.prompt}]
+    full = tokenizer.apply_chat_template([*user, {"role": "assistant", "content": example.response}],
                                          add_generation_prompt=False)
-    begin = full.index(example.response, len(tokenizer.apply_chat_template([user], add_generation_prompt=True)))
+    begin = full.index(example.response, len(tokenizer.apply_chat_template(user, add_generation_prompt=True)))
     end = begin + len(example.response) + len(END)
     owned, offset = [], 0
     for t in ids:
@@ -61,6 +62,24 @@ def test_labels_are_exactly_the_assistant_tokens(tokenizer, examples):
             assert labels == reference_labels(tokenizer, example, ids)
             assert tokenizer.decode([x for x in labels if x != IGNORE_INDEX]) == example.response + END
     assert seen >= 4 and seen == loader.state_dict()["next"]
+
+
+def test_a_system_turn_is_rendered_before_the_user_and_never_labelled(tokenizer):
+    example = ChatExample("What is 2 + 2?", '{"answer": 4}', "t", system="Reply in JSON. Be brief.")
+    piece = chat_tokens(tokenizer, example)
+    head = tokenizer.decode(piece.ids[:piece.start])
+    assert head == tokenizer.apply_chat_template([{"role": "system", "content": example.system},
+                                                  {"role": "user", "content": example.prompt}],
+                                                 add_generation_prompt=True)
+    assert "Reply in JSON. Be brief." in head and "SmolLM" not in head     # the template's default is replaced
+    loader = SFTLoader([example], tokenizer, seq_len=256, global_batch=1, order=Order.IN_ORDER)
+    row = loader.next_batch()
+    n = len(piece.ids)
+    labels = row.labels[0, :n].tolist()
+    assert labels == reference_labels(tokenizer, example, piece.ids)
+    assert tokenizer.decode([x for x in labels if x != IGNORE_INDEX]) == example.response + END
+    plain = chat_tokens(tokenizer, ChatExample(example.prompt, example.response, "t"))
+    assert "SmolLM" in tokenizer.decode(plain.ids[:plain.start])           # no system: the template's default
 
 
 def test_rows_pack_whole_examples_in_stream_order(tokenizer, examples):

@@ -3,6 +3,7 @@ adapter runs through fm), --resume, a JSONL file, and each bad input named."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 
@@ -14,6 +15,7 @@ import openafm
 import openafm.fm as fm
 from openafm.checkpoint.adapter import read_adapter
 from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.cli import main
 from tiny import make_tiny
@@ -88,7 +90,9 @@ def test_bad_jsonl_lines_are_named(tmp_path, base, capsys, lines, message):
 
 @pytest.mark.parametrize("extra, message", [
     (["--data", "missing.jsonl"], "missing.jsonl: no such file"),
-    (["--data", "gided"], "--data 'gided' is neither 'guided' nor a JSONL file"),
+    (["--data", "gided"], "--data 'gided' is neither 'guided', 'bfcl' nor a JSONL file"),
+    (["--eval-data", "bfcl"], "would measure on training data; use bfcl-heldout"),
+    (["--method", "full", "--rank", "4"], "--method full trains every weight; --rank: options of --method lora only"),
     (["--eval-data", "guided"], "would measure on training data; use guided-heldout"),
     (["--eval-examples", "0"], "--eval-examples=0 must be >= 1"),
 ])
@@ -100,3 +104,44 @@ def test_bad_options_are_named(tmp_path, base, capsys, extra, message):
 def test_out_must_be_a_safetensors_file(tmp_path, base, capsys):
     assert main(["sft", str(tmp_path / "adapter.bin"), "--model", base, *FAST]) == 2
     assert "must be a .safetensors file" in capsys.readouterr().err
+
+
+def test_out_of_full_sft_must_be_a_directory_path(tmp_path, base, capsys):
+    assert main(["sft", str(tmp_path / "m.safetensors"), "--method", "full", "--model", base, *FAST]) == 2
+    assert "must be a directory path for --method full" in capsys.readouterr().err
+
+
+def test_full_sft_trains_every_weight_and_writes_a_loadable_checkpoint(tmp_path, base, capsys):
+    data = tmp_path / "chat.jsonl"
+    rows = [{"system": "Reply with JSON.", "prompt": f"Name a colour, number {i}.", "response": json.dumps({"c": c})}
+            for i, c in enumerate(["red", "blue", "green", "teal"])]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "full-model"
+    assert main(["sft", str(out), "--method", "full", "--model", base, "--data", str(data), "--eval-data", str(data),
+                 "--eval-examples", "2", "--steps", "2", "--lr", "1e-3", *FAST]) == 0
+    assert "SFT full: 2 steps" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "full-model.run" / "sft.json").read_text())
+    assert summary["method"] == "full" and summary["checkpoint"] == str(out) and summary["lr"] == 1e-3
+    assert summary["heldout_after"]["loss"] < summary["heldout_before"]["loss"]
+    tuned, original = load_model(out), load_model(base)
+    assert tuned.tokenizer is not None and tuned.tokenizer.chat_template == original.tokenizer.chat_template
+    config = json.loads((out / "config.json").read_text())
+    assert config["sft"]["method"] == "full" and config["sft"]["steps"] == 2
+    assert config["sft"]["base_fingerprint"] == weights_fingerprint(original.model)
+    before, after = original.model.state_dict(), tuned.model.state_dict()
+    assert sorted(before) == sorted(after)
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert len(changed) == len(before)                                 # every weight trained (no frozen base)
+    ids = torch.arange(1, 40)[None]
+    with torch.no_grad():
+        assert not torch.allclose(tuned.model(ids), original.model(ids), atol=1e-4)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None, reason="bfcl-eval not installed (make setup)")
+def test_sft_on_bfcl_tool_calls(tmp_path, base, capsys):
+    out = tmp_path / "tools.safetensors"
+    assert main(["sft", str(out), "--model", base, "--data", "bfcl", "--eval-examples", "2", "--steps", "1",
+                 "--rank", "2", "--batch-size", "1", "--seq-len", "512", "--precision", "float32"]) == 0
+    summary = json.loads((tmp_path / "tools.run" / "sft.json").read_text())
+    assert summary["data"] == "bfcl" and summary["heldout_before"]["examples"] + \
+        summary["heldout_before"]["skipped"] == 2 and summary["examples_seen"] >= 1

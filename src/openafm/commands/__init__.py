@@ -8,7 +8,7 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     train.py      `openafm train CONFIG.yaml [--resume]` and `openafm plot RUN_DIR`
     pipeline.py   `openafm pipeline RECIPE.yaml`: run a training recipe's stages in order (report §4.3)
     qat.py        `openafm qat MODEL OUT` (2-bit QAT) and `openafm recover BASE OUT.safetensors` (LoRA recovery)
-    sft.py        `openafm sft OUT.safetensors`: a LoRA adapter by SFT (default data: guided generation)
+    sft.py        `openafm sft OUT`: a LoRA adapter or a fully fine-tuned model by SFT (guided, BFCL or a file)
     synth.py      `openafm synth OUT.jsonl`: rejection-sampled, verified SFT data with provenance
     rl.py         `openafm rl CONFIG.yaml`: synchronous RLOO over prompt sets with their rewards
     reward.py     `openafm reward train OUT_DIR` (a reward model from graded, verified pairs) and `reward score`

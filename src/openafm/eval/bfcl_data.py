@@ -10,10 +10,16 @@ parameter may be missing only when "" is among its acceptable values. Values: nu
 equals the same float; booleans are not numbers), strings case-insensitively after trimming, lists
 element by element, dicts key by key (a ground-truth dict whose values are all lists is itself a nested
 possible answer: acceptable values per key), null only as null.
+
+Split: every question id falls, by a stable hash, into the train split (post-training data: rl/tool_data.py) or
+the held-out split (HELDOUT_PERCENT of the ids; the `bfcl_*_heldout` eval tasks), so SFT on the train split can
+be evaluated on questions it never saw. `split_of(id)` depends on the id alone, not on the file or its order.
 """
 
 from __future__ import annotations
 
+import enum
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -26,10 +32,28 @@ from openafm.errors import MissingTaskDataError
 PACKAGE = "bfcl-eval"
 INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}"
 CATEGORY_ALIASES = {"simple_python": ("simple_python", "simple"), "multiple": ("multiple",),
-                    "parallel": ("parallel",)}
+                    "parallel": ("parallel",), "parallel_multiple": ("parallel_multiple",)}
+HELDOUT_PERCENT = 25             # of the question ids, by hash: the held-out split
 _TYPES = {"dict": "object", "float": "number", "tuple": "array", "integer": "integer", "string": "string",
           "array": "array", "boolean": "boolean", "any": None}
 _DROPPED = {"optional"}           # BFCL's own annotation; "required" already says which parameters must be given
+
+
+class Split(str, enum.Enum):
+    ALL = "all"                  # every question (the eval tasks' default)
+    TRAIN = "train"              # what post-training may learn from
+    HELDOUT = "heldout"          # what it is evaluated on
+
+
+def split_of(question_id: str) -> Split:
+    """TRAIN or HELDOUT for a question id: the first 8 bytes of sha256("bfcl-split:" + id), mod 100, below
+    HELDOUT_PERCENT is held out. Stable across runs, machines and file versions."""
+    digest = hashlib.sha256(f"bfcl-split:{question_id}".encode()).digest()
+    return Split.HELDOUT if int.from_bytes(digest[:8], "big") % 100 < HELDOUT_PERCENT else Split.TRAIN
+
+
+def in_split(question_id: str, split: Split) -> bool:
+    return Split(split) is Split.ALL or split_of(question_id) is Split(split)
 
 
 # ---- the data files -------------------------------------------------------------------------------
@@ -60,12 +84,14 @@ def category_files(data: Path, category: str) -> tuple[Path, Path]:
     return q, a
 
 
-def load_category(data: Path, category: str) -> list[dict]:
-    """Entries {id, question (the single user turn), functions, ground_truth}, in file order."""
+def load_category(data: Path, category: str, split: Split = Split.ALL) -> list[dict]:
+    """Entries {id, question (the single user turn), functions, ground_truth} of the split, in file order."""
     q_path, a_path = category_files(data, category)
     answers = {e["id"]: e["ground_truth"] for e in map(json.loads, a_path.read_text().splitlines()) if e}
     out = []
     for e in map(json.loads, (line for line in q_path.read_text().splitlines() if line.strip())):
+        if not in_split(e["id"], split):
+            continue
         turns = e["question"]
         if len(turns) != 1 or len(turns[0]) != 1 or turns[0][0]["role"] != "user":
             raise ValueError(f"{e['id']}: expected one single-message user turn, got {turns!r}")

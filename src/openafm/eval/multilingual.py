@@ -40,7 +40,7 @@ UDHR_CODES = {"en": "eng", "de": "deu_1996", "es": "spa", "fr": "fra", "it": "it
               "zh": "cmn_hans", "ru": "rus", "ar": "arb", "hi": "hin", "ko": "kor"}
 CHAPTERS_PER_LANGUAGE = 3                    # Debian Reference chapter files read per language (spread)
 _SENTENCE_END = re.compile(r"(?<=[.!?।])\s+|(?<=[。！？])")
-_LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian",
+LANGUAGE_NAMES = {"en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian",
                    "ja": "Japanese", "pt": "Portuguese", "zh": "Chinese", "ru": "Russian", "ar": "Arabic",
                    "hi": "Hindi", "ko": "Korean"}
 
@@ -87,7 +87,7 @@ def cloze_items(pool: list[str], lang: str, n: int, *, seed: int, source: str) -
         options = [ending, *others]
         rng.shuffle(options)
         digest = hashlib.sha1(pool[i].encode()).hexdigest()[:12]
-        items.append(MCQuestion(id=f"{source}:{lang}:{digest}", subject=f"{_LANGUAGE_NAMES.get(lang, lang)} text",
+        items.append(MCQuestion(id=f"{source}:{lang}:{digest}", subject=f"{LANGUAGE_NAMES.get(lang, lang)} text",
                                 question=f'Which ending completes the sentence?\n"{stem} ..."',
                                 options=tuple(options), answer=options.index(ending), lang=lang))
     return items

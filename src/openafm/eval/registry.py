@@ -30,6 +30,7 @@ from openafm.data.sources.wordnet import WORDNET_DIR
 from openafm.errors import MissingTaskDataError, UnknownTaskError
 from openafm.eval import instruction_following, mc, mgsm, multi_turn, multilingual, tool_use
 from openafm.eval.bfcl_data import INSTALL_COMMAND as BFCL_INSTALL
+from openafm.eval.bfcl_data import Split as BFCLSplit
 from openafm.eval.perplexity import window_nlls
 from openafm.eval.texts import DEBIAN_REFERENCE_TXT, english_text
 
@@ -167,6 +168,14 @@ def _bfcl(n: int, seed: int, tokenizer, *, category: str, task: str) -> Built:
     return Built(items, notes={"rejected_schema_ids": rejected})
 
 
+def _bfcl_heldout(n: int, seed: int, tokenizer, *, category: str, task: str) -> Built:
+    """BFCL (report §8 tool use) after post-training on BFCL data: the held-out split of one category's questions
+    (by question id, bfcl_data.split_of; the SFT data is the train split), AST accuracy of the first turn's
+    calls."""
+    items, rejected = tool_use.bfcl_items(category, n, seed=seed, task=task, split=BFCLSplit.HELDOUT)
+    return Built(items, notes={"rejected_schema_ids": rejected})
+
+
 def _bfcl_multi_turn(n: int, seed: int, tokenizer, *, task: str) -> Built:
     """BFCL multi-turn (report §8 tool use): the bfcl-eval wheel's multi_turn_base questions, several user turns
     over its executable environments (file system, trading, travel, vehicle, ...), scored by execution: the
@@ -252,12 +261,14 @@ def _tasks() -> list[Task]:
                         "Question:/Answer: worked examples" if shots else "chat turn + instruction", shots,
                         math_metrics, 0.0, (REASONING_GYM,), partial(_math, family=family, shots=shots),
                         partial(_eval_math, style=style)))
-    for category, short in (("simple_python", "simple"), ("multiple", "multiple"), ("parallel", "parallel")):
-        for mode in tool_use.ToolMode:
-            name = f"bfcl_{short}" + ("_constrained" if mode is tool_use.ToolMode.CONSTRAINED else "")
-            out.append(Task(name, TaskKind.TOOL_CALLS, f"system <tools>, user question; {mode.value} decoding", 0,
-                            ("ast_accuracy", "has_call"), 0.0, (BFCL,), partial(_bfcl, category=category, task=name),
-                            partial(_eval_tools, mode=mode)))
+    for category, short in (("simple_python", "simple"), ("multiple", "multiple"), ("parallel", "parallel"),
+                            ("parallel_multiple", "parallel_multiple")):
+        for split, build in (("", _bfcl), ("_heldout", _bfcl_heldout)):
+            for mode in tool_use.ToolMode:
+                name = f"bfcl_{short}{split}" + ("_constrained" if mode is tool_use.ToolMode.CONSTRAINED else "")
+                out.append(Task(name, TaskKind.TOOL_CALLS, f"system <tools>, user question; {mode.value} decoding",
+                                0, ("ast_accuracy", "has_call"), 0.0, (BFCL,),
+                                partial(build, category=category, task=name), partial(_eval_tools, mode=mode)))
     for mode in tool_use.ToolMode:
         name = "bfcl_multi_turn" + ("_constrained" if mode is tool_use.ToolMode.CONSTRAINED else "")
         out.append(Task(name, TaskKind.TOOL_EXECUTION, f"system <tools>, user turns, tool results; {mode.value} "

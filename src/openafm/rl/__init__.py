@@ -16,4 +16,7 @@
     pair_sources.py       the sources of graded prompt groups: math (reasoning-gym), instructions, tool-call (BFCL)
     pair_instructions.py  responses meeting all / some / none of an instruction prompt's constraints
     reward_model.py       training a reward model on graded pairs and judging it (held-out accuracy, verifiers)
+    tool_data.py tool-use SFT data: BFCL's train split as chat examples (tools prompt, question, ground-truth calls
+                 as the constrained grammar writes them), each verified by the grammar and the eval's AST match
+    multilingual_prompts.py  UDHR translation / answer-in-a-language prompt records (reward chrf), split by article
 """

@@ -18,6 +18,9 @@ system call the same functions.
     reasoning-gym   a reasoning-gym entry        the dataset's own scorer on the extracted answer (0.0 .. 1.0)
                     (math and reasoning-gym take extract=last-number: the last number in the response instead
                     of a marked answer, lm-eval's "flexible extract", for models that answer in prose)
+    chrf            the reference text (str)     chrF (character n-gram F-score, sacrebleu's, n=6, beta=2) of the
+                                                 response against the reference, scaled to 0.0 .. 1.0 (translation,
+                                                 answers in a given language: rl/multilingual_prompts.py)
     tool-call       whatever `checker` reads     1.0 if checker(response, target) else 0.0; the checker is passed
                                                  in (the BFCL AST match lives with the evaluation code)
     reward-model    ignored                      scorer(prompt, response): a trained reward model's score
@@ -31,6 +34,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
+
+from sacrebleu.metrics import CHRF
 
 from openafm.data.instructions import Constraint, check
 from openafm.errors import ConfigError, OpenAFMError
@@ -153,6 +158,19 @@ def instructions_reward(*, level: Level | str = Level.LOOSE, aggregate: Aggregat
     return reward
 
 
+# --- reference texts ----------------------------------------------------------------------------------------------
+
+def chrf_reward(*, word_order: int = 0) -> RewardFn:
+    """chrF (word_order=0) or chrF++ (word_order=2) of the response against the target text, in 0.0 .. 1.0."""
+    metric = CHRF(word_order=word_order)
+
+    def reward(prompt: str, response: str, target: Any) -> float:
+        if not isinstance(target, str) or not target:
+            raise ValueError(f"the chrf reward needs the reference text as target, got {target!r}")
+        return metric.sentence_score(response.strip(), [target]).score / 100.0
+    return reward
+
+
 # --- reasoning-gym, tool calls, a reward model -------------------------------------------------------------------
 
 def reasoning_gym_reward(*, marker: str = DEFAULT_MARKER, extract: Extract | str = Extract.MARKER) -> RewardFn:
@@ -195,6 +213,7 @@ REWARDS: dict[str, Callable[..., RewardFn]] = {
     "math": math_reward,
     "instructions": instructions_reward,
     "reasoning-gym": reasoning_gym_reward,
+    "chrf": chrf_reward,
     "tool-call": tool_call_reward,
     "reward-model": reward_model_reward,
 }

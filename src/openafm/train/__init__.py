@@ -8,7 +8,7 @@
     kd.py              the knowledge-distillation objective (KL to teacher logits, full or top-k, + CE)
     hooks.py           TrainHooks: what a non-pretraining job (QAT, LoRA recovery) changes about the loop
     lora.py            LoRAHooks: rank-r LoRA adapters on a frozen base (SFT adapters, quality recovery)
-    sft.py             supervised fine-tuning on chat examples: labels on the assistant turn only, packed rows
+    sft.py             supervised fine-tuning (LoRA or full) on chat examples: loss on the assistant turn, packed rows
     reward.py          the reward model: trunk + scalar head, level-aware preference loss + single-sided grading
     reward_fit.py      fitting a reward model on a CPU: frozen bottom layers cached, top layers and heads trained
     reward_file.py     a trained reward model on disk (trained tensors + base fingerprint) and its scorer

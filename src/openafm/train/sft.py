@@ -1,14 +1,21 @@
 """Supervised fine-tuning on chat examples (guided-generation SFT, task adapters) on the trainer.
 
-Each example (data/chat.py: a user turn and an assistant turn) is rendered with the model's chat template, as a
-session renders a request: the user turn with the generation prompt, then the assistant turn up to and including
-its end-of-turn token. Only the assistant's tokens (its content and the end-of-turn token) carry labels, so the
-model learns the answer and where it ends, never the prompt. Examples are packed whole into rows of seq_len
+Each example (data/chat.py: an optional system turn, a user turn and an assistant turn) is rendered with the
+model's chat template, as a session renders a request: the system turn (when the example has one), the user turn
+with the generation prompt, then the assistant turn up to and including its end-of-turn token. Only the
+assistant's tokens (its content and the end-of-turn token) carry labels, so the model learns the answer and
+where it ends, never the prompt. Examples are packed whole into rows of seq_len
 (segment ids keep attention inside each example, positions restart at 0), the rest of a row padded.
 
     loader = SFTLoader(examples, tokenizer, seq_len=384, global_batch=8)
     trainer, fingerprint = build_sft_trainer(config, base=model, loader=loader, rank=16)
     trainer.run(); save_lora_adapter(trainer, "adapter.safetensors", fingerprint)
+
+    trainer, fingerprint = build_sft_trainer(config, base=model, loader=loader, method=Method.FULL)
+    trainer.run(); save_full_model(trainer, "sft-model/", tokenizer, fingerprint)    # a checkpoint directory
+
+Method.LORA trains rank-r adapters on the frozen base; Method.FULL trains every weight and writes a native
+checkpoint directory (model.safetensors, config.json, tokenizer) that `checkpoint.load.load_model` loads.
 
 The loader is deterministic and resumable like the others: the stream of examples is a seeded permutation per
 epoch, a row takes examples from the stream while they fit, and the position saved is the stream index.
@@ -26,6 +33,7 @@ import torch
 from torch import nn
 
 from openafm.checkpoint.fingerprint import weights_fingerprint
+from openafm.checkpoint.native import save_checkpoint
 from openafm.data.batch import IGNORE_INDEX, Batch
 from openafm.data.chat import ChatExample
 from openafm.errors import ConfigError
@@ -41,6 +49,11 @@ class TooLong(str, enum.Enum):
     SKIP = "skip"      # it is left out (counted: `skipped` in the loader's state)
 
 
+class Method(str, enum.Enum):
+    LORA = "lora"      # rank-r adapters on the frozen base (an adapter file)
+    FULL = "full"      # every weight (a checkpoint directory)
+
+
 class Order(str, enum.Enum):
     SHUFFLE = "shuffle"    # a seeded permutation of the examples per epoch
     IN_ORDER = "in-order"  # 0, 1, 2, ... each epoch (evaluation)
@@ -53,11 +66,13 @@ class ChatTokens:
 
 
 def chat_tokens(tokenizer, example: ChatExample) -> ChatTokens:
-    """The example as the session would feed it: the user turn rendered with the generation prompt and tokenized
-    as the session tokenizes it, then the assistant turn's tokens through the end-of-turn token."""
-    user = {"role": "user", "content": example.prompt}
-    prefix = tokenizer.apply_chat_template([user], add_generation_prompt=True)
-    full = tokenizer.apply_chat_template([user, {"role": "assistant", "content": example.response}],
+    """The example as the session would feed it: the system turn (if any) and the user turn rendered with the
+    generation prompt and tokenized as the session tokenizes it, then the assistant turn's tokens through the
+    end-of-turn token."""
+    turns = ([{"role": "system", "content": example.system}] if example.system is not None else []) + \
+        [{"role": "user", "content": example.prompt}]
+    prefix = tokenizer.apply_chat_template(turns, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template([*turns, {"role": "assistant", "content": example.response}],
                                          add_generation_prompt=False)
     if not full.startswith(prefix):
         raise ValueError(f"{example.where}: the chat template renders the user turn differently once an assistant "
@@ -230,13 +245,33 @@ def heldout_loss(model: nn.Module, examples: Sequence[ChatExample], tokenizer, *
             "skipped": loader.skipped}
 
 
-def build_sft_trainer(config: TrainConfig, *, base: nn.Module, loader: SFTLoader, rank: int,
-                      alpha: float | None = None, targets=DEFAULT_TARGETS) -> tuple[Trainer, str]:
-    """-> (a Trainer of LoRA adapters on the frozen `base`, the base's weights fingerprint before LoRA)."""
+def build_sft_trainer(config: TrainConfig, *, base: nn.Module, loader: SFTLoader, rank: int | None = None,
+                      alpha: float | None = None, targets=DEFAULT_TARGETS, method: Method = Method.LORA
+                      ) -> tuple[Trainer, str]:
+    """-> (a Trainer of LoRA adapters on the frozen `base` (Method.LORA, which needs `rank`) or of every weight of
+    `base` (Method.FULL, which takes no LoRA option), the base's weights fingerprint before training)."""
+    method = Method(method)
     if config.objective.kind is not ObjectiveKind.LM:
         raise ConfigError(f"SFT trains on the assistant tokens' cross-entropy: objective.kind must be lm, "
                           f"got {config.objective.kind.value}")
+    if method is Method.LORA and rank is None:
+        raise ConfigError("LoRA SFT needs a rank")
+    if method is Method.FULL and (rank is not None or alpha is not None or tuple(targets) != tuple(DEFAULT_TARGETS)):
+        raise ConfigError(f"full SFT trains every weight; rank={rank}, alpha={alpha}, targets={tuple(targets)} are "
+                          f"LoRA options (use method lora, or leave them out)")
     fingerprint = weights_fingerprint(base)
-    trainer = Trainer(config, model=base, objective=LMObjective(), loader=loader,
-                      hooks=[LoRAHooks(rank=rank, alpha=alpha, targets=targets)])
+    if method is Method.FULL:
+        trainer = Trainer(config, model=base.requires_grad_(True), objective=LMObjective(), loader=loader)
+    else:
+        trainer = Trainer(config, model=base, objective=LMObjective(), loader=loader,
+                          hooks=[LoRAHooks(rank=rank, alpha=alpha, targets=targets)])
     return trainer, fingerprint
+
+
+def save_full_model(trainer: Trainer, directory, tokenizer, fingerprint: str, extra: dict | None = None):
+    """A fully fine-tuned model as a native checkpoint directory (weights, config, tokenizer) -> its path; its
+    config.json records the base fingerprint and the steps trained."""
+    with trainer.eval_model() as model:
+        return save_checkpoint(directory, trainer.model_config, model.state_dict(), tokenizer,
+                               extra={"sft": {"method": Method.FULL.value, "base_fingerprint": fingerprint,
+                                              "steps": trainer.step, **(extra or {})}})
