@@ -13,11 +13,12 @@ from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.cli import main
 from openafm.errors import ConfigError
-from openafm.rl.config import RLConfig
+from openafm.rl.config import PromptSetConfig, RLConfig
 from openafm.rl.prompts import PromptRecord, PromptSource, Split, build_prompts
 from openafm.rl.rewards import REWARDS, UnknownRewardError
 from openafm.rl.rollout import Row, pack_rows, sample_rows
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, PromptMixture, RLRun
+from openafm.rl.set_rewards import build_reward
 from openafm.train.metrics import read_metrics, without_timing
 from tiny import make_tiny
 
@@ -137,3 +138,24 @@ def test_sample_rows_keeps_the_end_token(tokenizer):
 def test_bad_configs_are_named(tmp_path, change, error, named):
     with pytest.raises(error, match=named):
         RLConfig.from_dict(config("m", tmp_path, **change))
+
+
+def test_bfcl_and_udhr_prompt_sets_with_their_rewards(tokenizer):
+    train = build_prompts(PromptSource.BFCL, {"categories": ["multiple"]}, Split.TRAIN, size=400, seed=0)
+    held = build_prompts(PromptSource.BFCL, {"categories": ["multiple"]}, Split.HELDOUT, size=400, seed=0)
+    assert train and held and not {r.where for r in train} & {r.where for r in held}
+    record = held[0]
+    assert "<tools>" in record.system
+    reward = build_reward(PromptSetConfig(name="t", source="bfcl", weight=1.0, reward="tool-call"), tokenizer)
+    truth = record.target["truth"][0]
+    name, args = next(iter(truth.items()))
+    right = {"name": name, "arguments": {k: v[0] for k, v in args.items() if v[0] != ""}}
+    assert reward(record.prompt, "<tool_call>" + json.dumps([right]) + "</tool_call>", record.target) == 1.0
+    assert reward(record.prompt, "<tool_call>" + json.dumps([{**right, "name": "nope"}]) + "</tool_call>",
+                  record.target) == 0.0
+    udhr = build_prompts(PromptSource.UDHR, {"kinds": ["translate"], "languages": ["de"]}, Split.HELDOUT, size=3,
+                         seed=0)
+    chrf = build_reward(PromptSetConfig(name="u", source="udhr", weight=1.0, reward="chrf"), tokenizer)
+    assert len(udhr) == 3 and chrf(udhr[0].prompt, udhr[0].target, udhr[0].target) == pytest.approx(1.0)
+    with pytest.raises(ConfigError, match="path"):
+        build_reward(PromptSetConfig(name="r", source="instructions", weight=1.0, reward="reward-model"), tokenizer)

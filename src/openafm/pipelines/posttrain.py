@@ -4,11 +4,12 @@ openafm.load accepts (`model`), and each model stage writes a native checkpoint 
 
     - {name: synth-math, kind: synth, model: smollm2-135m-instruct, n: 64, k: 8, reward: reasoning-gym,
        prompts: {source: reasoning-gym, options: {dataset: chain_sum}}}
-    - {name: sft, kind: sft, model: smollm2-135m-instruct, data: [synth-math, tools.jsonl], sft: {steps: 100}}
+    - {name: sft, kind: sft, model: smollm2-135m-instruct, data: [synth-math, bfcl, tools.jsonl], sft: {steps: 100}}
     - {name: rl, kind: rl, from: sft, rl: {steps: 40, prompt_sets: [...]}}          # any RLConfig keys
     - {name: eval, kind: tasks, models: [base:smollm2-135m-instruct, sft, rl], tasks: [ifeval], limit: 32}
 
-sft trains a LoRA adapter on the one trainer (train/sft.py) and merges it into the weights, so the next stage
+sft's data: synth stages, JSONL files of chat examples, and `bfcl` (BFCL's train split as verified tool-call
+examples, rl/tool_data.py). sft trains a LoRA adapter on the one trainer (train/sft.py) and merges it into the weights, so the next stage
 loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on the next run.
 """
 
@@ -24,11 +25,12 @@ from openafm.errors import ConfigError
 from openafm.eval.harness import run_eval
 from openafm.eval.registry import get_task
 from openafm.nn.lora import merge_lora
-from openafm.pipelines.recipe import BASE_PREFIX, RLStage, SFTStage, SynthStage, TasksStage
+from openafm.pipelines.recipe import BASE_PREFIX, BFCL_DATA, RLStage, SFTStage, SynthStage, TasksStage
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import Split, build_prompts
 from openafm.rl.run import RLRun
 from openafm.rl.synth import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
+from openafm.rl.tool_data import bfcl_sft_examples
 from openafm.train import checkpoint as ckpt
 from openafm.train.config import TrainConfig
 from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer
@@ -54,6 +56,9 @@ def run_synth(recipe, stage: SynthStage, out: Path, outputs: dict) -> dict:
 def sft_examples(stage: SFTStage, outputs: dict) -> list[ChatExample]:
     examples: list[ChatExample] = []
     for ref in stage.data:
+        if ref == BFCL_DATA:
+            examples.extend(bfcl_sft_examples()[0])
+            continue
         path = Path(outputs[ref]["data"]) if ref in outputs else Path(ref)
         examples.extend(read_chat_jsonl(path))
     if not examples:

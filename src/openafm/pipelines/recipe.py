@@ -60,6 +60,7 @@ class StageKind(str, enum.Enum):
 
 # stages whose output is a model
 MODEL_KINDS = (StageKind.TRAIN, StageKind.UPCYCLE, StageKind.DISTILL, StageKind.SFT, StageKind.RL)
+BFCL_DATA = "bfcl"           # an sft stage's built-in data: BFCL's train split as tool-call chat examples
 BASE_PREFIX = "base:"        # a `tasks` stage's model that is no stage: base:<what openafm.load accepts>
 
 
@@ -238,7 +239,7 @@ class SFTStage:
     kind: StageKind = StageKind.SFT
     model: str | None = None
     from_: str | None = None
-    data: list[str]                        # synth stages or JSONL files of chat examples
+    data: list[str]                        # synth stages, JSONL files of chat examples, or bfcl
     rank: int = 16
     alpha: float | None = None
     sft: dict[str, Any] = dataclasses.field(default_factory=dict)     # TrainConfig keys (steps, batch_size, ...)
@@ -374,7 +375,7 @@ def validate(recipe: Recipe) -> None:
             if getattr(s, "from_", None) is not None:
                 _check_ref(recipe, s, "from", s.from_, MODEL_KINDS, seen)
             for ref in getattr(s, "data", []):
-                if not ref.endswith(".jsonl"):
+                if not ref.endswith(".jsonl") and ref != BFCL_DATA:
                     _check_ref(recipe, s, "data", ref, (StageKind.SYNTH,), seen)
             for m in getattr(s, "models", []):
                 if not m.startswith(BASE_PREFIX):

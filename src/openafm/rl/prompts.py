@@ -9,10 +9,15 @@ Sources (PromptSource) and their options:
     reasoning-gym   dataset (a reasoning-gym name), config (that dataset's config keys, e.g. max_digits), hint
                     (appended to each question; default: end with a line 'Answer: ...'). Target: the entry.
     instructions    most (constraints per prompt, default 3): data/instructions' generator. Target: the constraints.
+    bfcl            categories (default simple_python, multiple, parallel): BFCL questions (the bfcl-eval wheel)
+                    with the framework's tools system prompt; the split is BFCL's by question id (rl/tool_data.py,
+                    the bfcl_*_heldout eval tasks). Target: {"truth", "functions"} for the tool-call reward.
+    udhr            kinds (default both), languages (default all but English): UDHR translation / answer-in-a-
+                    language prompts (rl/multilingual_prompts.py), split by article. Target: the reference text.
     file            path: JSONL of {"prompt": str, "target": any, "system": optional str}; the file is the train
                     pool, `heldout_path` (optional) the held-out one.
 
-Split: the train pool is drawn with `seed`, the held-out slice with another seed (seed + HELDOUT_SEED_OFFSET), and
+Split (reasoning-gym, instructions): the train pool is drawn with `seed`, the held-out slice with another seed (seed + HELDOUT_SEED_OFFSET), and
 any held-out prompt whose text is also in the train pool is dropped, so a small problem space (single-digit
 sums) cannot leak held-out questions into training.
 """
@@ -28,15 +33,26 @@ from typing import Any
 from openafm.data.instructions import instruction_prompts
 from openafm.data.jsonl import JsonlError, read_jsonl
 from openafm.errors import ConfigError
+from openafm.eval.bfcl_data import Split as BFCLSplit
+from openafm.eval.bfcl_data import load_category, package_info
+from openafm.eval.tool_use import DescribedTool
+from openafm.fm.tool import MAX_CALLS_PER_TURN, tools_prompt
+from openafm.rl.multilingual_prompts import Kind as UDHRKind
+from openafm.rl.multilingual_prompts import Split as UDHRSplit
+from openafm.rl.multilingual_prompts import udhr_prompts
 from openafm.rl.rewards import DEFAULT_MARKER
+from openafm.rl.tool_data import TASK as TOOL_TASK
 
 ANSWER_HINT = f"\nEnd your reply with a line '{DEFAULT_MARKER} ' followed by the final answer."
 HELDOUT_SEED_OFFSET = 1_000_003
+RL_BFCL_CATEGORIES = ("simple_python", "multiple", "parallel")
 
 
 class PromptSource(str, enum.Enum):
     REASONING_GYM = "reasoning-gym"
     INSTRUCTIONS = "instructions"
+    BFCL = "bfcl"
+    UDHR = "udhr"
     FILE = "file"
 
 
@@ -55,6 +71,8 @@ class PromptRecord:
 
 OPTIONS = {PromptSource.REASONING_GYM: {"dataset", "config", "hint"},
            PromptSource.INSTRUCTIONS: {"most"},
+           PromptSource.BFCL: {"categories"},
+           PromptSource.UDHR: {"kinds", "languages"},
            PromptSource.FILE: {"path", "heldout_path"}}
 
 
@@ -76,6 +94,10 @@ def build_prompts(source: PromptSource | str, options: Mapping[str, Any], split:
     check_options(source, options, f"prompt source {source.value}")
     if size < 1:
         raise ConfigError(f"prompt set size={size} must be >= 1")
+    if source is PromptSource.BFCL:
+        return _bfcl(options, split)[:size]
+    if source is PromptSource.UDHR:
+        return _udhr(options, split)[:size]
     if source is PromptSource.FILE:
         key = "path" if split is Split.TRAIN else "heldout_path"
         if key not in options:
@@ -103,6 +125,26 @@ def _reasoning_gym(options: Mapping[str, Any], size: int, seed: int) -> list[Pro
 def _instructions(options: Mapping[str, Any], size: int, seed: int) -> list[PromptRecord]:
     return [PromptRecord(p.prompt, [c.to_dict() for c in p.constraints], p.where)
             for p in instruction_prompts(size, seed=seed, most=int(options.get("most", 3)))]
+
+
+def _bfcl(options: Mapping[str, Any], split: Split) -> list[PromptRecord]:
+    version, data = package_info(TOOL_TASK)
+    out = []
+    for category in options.get("categories", RL_BFCL_CATEGORIES):
+        for e in load_category(data, category, BFCLSplit.TRAIN if split is Split.TRAIN else BFCLSplit.HELDOUT):
+            if len(e["ground_truth"]) > MAX_CALLS_PER_TURN:
+                continue                       # the tool-call grammar's limit (rl/tool_data.py drops them too)
+            out.append(PromptRecord(e["question"], {"truth": e["ground_truth"], "functions": e["functions"]},
+                                    f"bfcl-eval {version} {category} {e['id']}",
+                                    tools_prompt([DescribedTool(f) for f in e["functions"]])))
+    return out
+
+
+def _udhr(options: Mapping[str, Any], split: Split) -> list[PromptRecord]:
+    kinds = [UDHRKind(k) for k in options.get("kinds", [k.value for k in UDHRKind])]
+    records = udhr_prompts(UDHRSplit.TRAIN if split is Split.TRAIN else UDHRSplit.HELDOUT,
+                           languages=options.get("languages"), kinds=kinds)
+    return [PromptRecord(r.prompt, r.target, r.source) for r in records]
 
 
 def _file(path: Path) -> list[PromptRecord]:
