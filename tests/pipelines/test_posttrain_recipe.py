@@ -4,6 +4,8 @@ rerun, and bad post-training stages named before anything runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -11,10 +13,11 @@ from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.data.chat import read_chat_jsonl
 from openafm.errors import ConfigError
-from openafm.pipelines.recipe import recipe_from_dict
+from openafm.pipelines.recipe import load_recipe, recipe_from_dict
 from openafm.pipelines.run import run_recipe
 from tiny import make_tiny
 
+ROOT = Path(__file__).resolve().parents[2]
 INSTRUCTIONS = {"source": "instructions", "options": {"most": 1}}
 
 
@@ -73,3 +76,10 @@ def test_bad_posttrain_stages_are_named(tmp_path, base, edit, message):
     edit(data)
     with pytest.raises((ConfigError, KeyError), match=message):
         recipe_from_dict(data)
+
+
+def test_the_shipped_posttrain_recipe_validates():
+    recipe = load_recipe(ROOT / "recipes" / "posttrain-smollm2.yaml")
+    assert [s.kind.value for s in recipe.stages] == ["synth", "sft", "rl", "tasks"]
+    rl = recipe.stage("rl")
+    assert rl.from_ == "sft" and rl.rl["prompt_sets"][0]["source"] == "reasoning-gym"
