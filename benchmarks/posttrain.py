@@ -8,7 +8,9 @@ accuracy of the base model (the RL stage records it for its own start, the SFT m
     python benchmarks/posttrain.py --json --recipe recipes/posttrain-smollm2-tiny.yaml
 
 Figures (the issue's names):
-    math_gain_rloo_points   held-out math accuracy after RLOO minus after SFT (RLOO's start), in points
+    math_gain_rloo_points   held-out math accuracy after RLOO minus after SFT (RLOO's start), in points: the mean of
+                            the RL reward (reasoning-gym's scorer, which gives 0.5 to an answer with the wrong sign);
+                            heldout_math_exact beside it counts exact answers only
     bfcl_gain_sft_points    BFCL multiple / parallel AST accuracy (constrained decoding, held-out question ids)
                             after SFT minus the base model's, in points, the mean of the two categories
     ppl_ratio_after         held-out text perplexity after RLOO / the base model's (no collapse: <= 1.10)
@@ -26,9 +28,12 @@ import torch
 
 from _common import emit
 from openafm.pipelines.recipe import BASE_PREFIX, RLStage, StageKind, TasksStage, load_recipe
+from openafm.checkpoint.load import load_model
 from openafm.pipelines.run import run_recipe
 from openafm.rl.config import RLConfig
-from openafm.rl.run import RLRun
+from openafm.rl.rewards import Extract, extracted
+from openafm.rl.rollout import greedy_rows
+from openafm.rl.run import RLRun, render
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECIPE = ROOT / "recipes" / "posttrain-smollm2.yaml"
@@ -40,6 +45,16 @@ PPL = "perplexity_heldout"
 def metric(tasks: dict, model: str, task: str) -> float | None:
     row = tasks.get(model, {}).get(task)
     return None if row is None else row["value"]
+
+
+def exact_share(run: RLRun, set_index: int, model) -> float:
+    """The share of the set's held-out prompts whose last number is exactly the reference answer (greedy)."""
+    records = run.heldout[set_index]
+    rows = greedy_rows(model, [render(run.tokenizer, r) for r in records], max_new_tokens=run.config.max_new_tokens,
+                       eos_token_ids=run.eos, batch=32)
+    hits = [extracted(run.tokenizer.decode(row.text_ids), Extract.LAST_NUMBER, "") == str(r.target["answer"])
+            for r, row in zip(records, rows)]
+    return sum(hits) / len(hits)
 
 
 def main() -> int:
@@ -64,9 +79,12 @@ def main() -> int:
                                  "run_dir": str(Path(recipe.run_dir) / "bench-base-heldout")})
     base_run = RLRun(config)
     base_heldout = base_run.evaluate(base_run.reference)
+    math_index = [s.name for s in config.prompt_sets].index(MATH_SET)
     math = {"base": base_heldout.get(key), "sft": rl_out["heldout_before"].get(key),
-            "rl": rl_out["heldout_after"].get(key), "n": len(base_run.heldout[[s.name for s in config.prompt_sets]
-                                                                               .index(MATH_SET)])}
+            "rl": rl_out["heldout_after"].get(key), "n": len(base_run.heldout[math_index])}
+    exact = {"base": exact_share(base_run, math_index, base_run.reference),
+             "sft": exact_share(base_run, math_index, load_model(outputs[sft_name]["model_dir"]).model),
+             "rl": exact_share(base_run, math_index, load_model(rl_out["model_dir"]).model)}
     tasks = outputs[tasks_stage.name]["tasks"]
     per_task = {t: {m: metric(tasks, m, t) for m in tasks_stage.models} for t in tasks_stage.tasks}
     bfcl_gain = [100 * (per_task[t][sft_name] - per_task[t][base]) for t in BFCL if t in per_task]
@@ -77,6 +95,8 @@ def main() -> int:
         "heldout_math_accuracy": math,
         "math_gain_rloo_points": None if math["rl"] is None else 100 * (math["rl"] - math["sft"]),
         "math_gain_total_points": None if math["rl"] is None else 100 * (math["rl"] - math["base"]),
+        "heldout_math_exact": exact,
+        "math_gain_rloo_points_exact": 100 * (exact["rl"] - exact["sft"]),
         "tasks": per_task,
         "bfcl_gain_sft_points": sum(bfcl_gain) / len(bfcl_gain) if bfcl_gain else None,
         "ppl_ratio_after": (ppl[rl_stage.name] / ppl[base]) if ppl else None,
