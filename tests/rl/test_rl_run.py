@@ -17,7 +17,7 @@ from openafm.rl.config import PromptSetConfig, RLConfig
 from openafm.rl.prompts import PromptRecord, PromptSource, Split, build_prompts
 from openafm.rl.rewards import REWARDS, UnknownRewardError
 from openafm.rl.rollout import Row, pack_rows, sample_rows
-from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, PromptMixture, RLRun
+from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, PromptMixture, RLRun, render
 from openafm.rl.set_rewards import build_reward
 from openafm.train.metrics import read_metrics, without_timing
 from tiny import make_tiny
@@ -159,3 +159,22 @@ def test_bfcl_and_udhr_prompt_sets_with_their_rewards(tokenizer):
     assert len(udhr) == 3 and chrf(udhr[0].prompt, udhr[0].target, udhr[0].target) == pytest.approx(1.0)
     with pytest.raises(ConfigError, match="path"):
         build_reward(PromptSetConfig(name="r", source="instructions", weight=1.0, reward="reward-model"), tokenizer)
+
+
+def test_each_set_samples_within_its_own_budget(tmp_path, base):
+    sets = [{"name": "short", "source": "instructions", "weight": 1.0, "reward": "letters", "pool": 8,
+             "max_new_tokens": 2},
+            {"name": "long", "source": "instructions", "weight": 1.0, "reward": "letters", "pool": 8,
+             "options": {"most": 2}}]
+    run = RLRun(RLConfig.from_dict(config(base, tmp_path / "run", prompt_sets=sets, prompts_per_step=6,
+                                          max_new_tokens=7)))
+    drawn = run.mixture.draw(0, 6)
+    assert {s for s, _ in drawn} == {0, 1}
+    prompts = [render(run.tokenizer, r) for _, r in drawn]
+    rows = run._sample(drawn, prompts)
+    k = run.config.rloo.k
+    for n, row in enumerate(rows):
+        s = drawn[n // k][0]
+        assert row.prompt == prompts[n // k]
+        assert len(row.response) <= (2 if s == 0 else 7)
+    assert max(len(r.response) for n, r in enumerate(rows) if drawn[n // k][0] == 1) > 2

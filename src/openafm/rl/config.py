@@ -14,7 +14,8 @@ loaded from YAML like the trainer's.
       - {name: ifeval, source: instructions, weight: 0.3, reward: instructions}
     heldout: {every: 10, size: 64}
 
-Each step draws its P prompts from the sets in proportion to their weights (a seeded multinomial per step), each
+A set may give its own max_new_tokens (a short math answer beside a 200-token instruction-following reply); its
+rows are then sampled as their own batch. Each step draws its P prompts from the sets in proportion to their weights (a seeded multinomial per step), each
 set walking a seeded permutation of its train pool, epoch after epoch.
 """
 
@@ -41,6 +42,7 @@ class PromptSetConfig:
     reward_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     pool: int = 1000                                   # train prompts drawn for the set
+    max_new_tokens: int | None = None                  # the set's response budget (default: the run's)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -55,7 +57,7 @@ class RLOOSettings:
 class HeldoutConfig:
     every: int = 10                    # greedy accuracy on each set's held-out slice every n steps (and at 0, end)
     size: int = 64                     # held-out prompts per set
-    max_new_tokens: int | None = None  # default: the run's max_new_tokens
+    max_new_tokens: int | None = None  # default: each set's budget
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -100,6 +102,8 @@ class RLConfig:
             check_options(s.source, s.options, where)
             if s.pool < 1:
                 raise ConfigError(f"{where}: pool={s.pool} must be >= 1")
+            if s.max_new_tokens is not None and s.max_new_tokens < 1:
+                raise ConfigError(f"{where}: max_new_tokens={s.max_new_tokens} must be >= 1 (or left out)")
         if self.ema is not None and not 0 < self.ema < 1:
             raise ConfigError(f"rl config: ema={self.ema} must be in (0, 1), or null for no EMA")
         if self.heldout.every < 1 or self.heldout.size < 0:

@@ -126,9 +126,7 @@ class RLRun:
         drawn = self.mixture.draw(self.step, c.prompts_per_step)
         prompts = [render(self.tokenizer, record) for _, record in drawn]
         self.policy.eval()
-        rows = sample_rows(self.policy, prompts, k=c.rloo.k, max_new_tokens=c.max_new_tokens,
-                           temperature=c.temperature, seed=c.seed * 100_003 + self.step, eos_token_ids=self.eos,
-                           batch=max(c.micro_batch, c.rloo.k))
+        rows = self._sample(drawn, prompts)
         sets = [s for s, _ in drawn for _ in range(c.rloo.k)]
         rewards = torch.tensor([self._reward(s, drawn[n // c.rloo.k][1], row)
                                 for n, (s, row) in enumerate(zip(sets, rows))])
@@ -150,6 +148,22 @@ class RLRun:
                 out[f"reward/{s.name}"] = sum(mine) / len(mine)
         out["step_s"] = time.perf_counter() - start
         return out
+
+    def budget(self, set_index: int) -> int:
+        return self.config.prompt_sets[set_index].max_new_tokens or self.config.max_new_tokens
+
+    def _sample(self, drawn: list[tuple[int, PromptRecord]], prompts: list[list[int]]) -> list[Row]:
+        """k rows per prompt in prompt order; prompts of one response budget are sampled as one batch."""
+        c, k = self.config, self.config.rloo.k
+        rows: list[Row | None] = [None] * (len(prompts) * k)
+        for group, budget in enumerate(sorted({self.budget(s) for s, _ in drawn})):
+            mine = [p for p, (s, _) in enumerate(drawn) if self.budget(s) == budget]
+            sampled = sample_rows(self.policy, [prompts[p] for p in mine], k=k, max_new_tokens=budget,
+                                  temperature=c.temperature, seed=c.seed * 100_003 + self.step + group * 1_000_033,
+                                  eos_token_ids=self.eos, batch=max(c.micro_batch, k))
+            for j, p in enumerate(mine):
+                rows[p * k:(p + 1) * k] = sampled[j * k:(j + 1) * k]
+        return rows
 
     def _reward(self, set_index: int, record: PromptRecord, row: Row) -> float:
         text = self.tokenizer.decode(row.text_ids)
@@ -196,7 +210,7 @@ class RLRun:
             if not records:
                 continue
             rows = greedy_rows(model, [render(self.tokenizer, r) for r in records],
-                               max_new_tokens=c.heldout.max_new_tokens or c.max_new_tokens, eos_token_ids=self.eos,
+                               max_new_tokens=c.heldout.max_new_tokens or self.budget(i), eos_token_ids=self.eos,
                                batch=max(c.micro_batch, 8))
             scores = [self._reward(i, r, row) for r, row in zip(records, rows)]
             out[f"heldout/{s.name}"] = sum(scores) / len(scores)
