@@ -20,6 +20,7 @@ from openafm.models.presets import CONFIG_ONLY, PRESETS, get_preset
 from openafm.models.upcycle import upcycle_config, upcycle_state_dict
 from openafm.runtime.generate import GenerationStats
 from openafm.runtime.kv_cache import KVStorage
+from openafm.runtime.threads import set_threads, threads_summary
 
 # Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
 COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
@@ -121,6 +122,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                         f"(runs from packed low-bit weights; default: {DEFAULT_MODEL}); "
                         "see `openafm models`")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weight dtype (default float32)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for the matrix work (default: torch's choice, the cores this process may use); "
+                        "idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless the environment says otherwise; the "
+                        "timing line says what was used")
 
 
 def _sampling_args(p: argparse.ArgumentParser, default_max: int = 128) -> None:
@@ -137,7 +142,8 @@ def _sampling(args) -> dict:
                 seed=args.seed, stop=args.stop)
 
 
-def _load(name: str, dtype: str = "float32"):
+def _load(name: str, dtype: str = "float32", threads: int | None = None):
+    set_threads(threads)
     t = time.perf_counter()
     lm = load(name, dtype=dtype)
     return lm, time.perf_counter() - t
@@ -149,7 +155,7 @@ def _print_token(event) -> None:
 
 
 def _cmd_generate(args) -> int:
-    lm, load_s = _load(args.model, args.dtype)
+    lm, load_s = _load(args.model, args.dtype, args.threads)
     prompt = " ".join(args.prompt)
     if args.chat:
         prompt = lm.chat_prompt(prompt, system=args.system)
@@ -164,7 +170,7 @@ def _cmd_generate(args) -> int:
 
 
 def _cmd_chat(args) -> int:
-    lm, load_s = _load(args.model, args.dtype)
+    lm, load_s = _load(args.model, args.dtype, args.threads)
     print(f"[{lm.name}: loaded in {load_s:.1f} s; /reset clears, /exit quits]", file=sys.stderr)
     history: list[dict] = []
     while True:
@@ -286,7 +292,7 @@ def _stats_line(stats, load_s: float | None = None) -> str:
         parts.append(f"load {load_s:.2f} s")
     parts += [f"prompt {stats.prompt_tokens} tok", f"time to first token {stats.time_to_first_token * 1e3:.0f} ms",
               f"{stats.new_tokens} new tok", f"decode {stats.decode_tokens_per_second:.1f} tok/s",
-              f"KV cache {stats.kv_cache_bytes / 1e6:.1f} MB"]
+              f"KV cache {stats.kv_cache_bytes / 1e6:.1f} MB", threads_summary()]
     return "[" + ", ".join(parts) + "]"
 
 

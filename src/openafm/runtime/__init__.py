@@ -9,6 +9,7 @@
     constrained.py     constrained decoding: an llguidance grammar masks the logits and fast-forwards forced tokens
     conversation.py    an append-only conversation whose KV cache persists across turns
     steering.py        reorder the tokens a grammar allows (repetition penalty, closing bias) without widening it
+    threads.py         CPU threads: `--threads`, idle OpenMP workers sleeping (OMP_WAIT_POLICY), the timing line
 
     next: speculative decoding.
 """
