@@ -19,7 +19,6 @@ Figures (the issue's names):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path

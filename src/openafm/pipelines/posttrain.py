@@ -15,7 +15,6 @@ loads a plain checkpoint; a killed SFT or RL stage resumes from its newest check
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from openafm.checkpoint.load import load_model
@@ -33,6 +32,8 @@ from openafm.rl.synth import SynthPrompt, Verifier, model_sampler, rejection_sam
 from openafm.rl.tool_data import bfcl_sft_examples
 from openafm.train import checkpoint as ckpt
 from openafm.train.config import TrainConfig
+from openafm.train.loop import METRICS_FILE
+from openafm.train.metrics import read_metrics
 from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer
 
 def _model(stage, outputs: dict) -> str:
@@ -83,7 +84,7 @@ def run_sft(recipe, stage: SFTStage, out: Path, outputs: dict) -> dict:
         merged = merge_lora(model)
         save_checkpoint(out / "model", model.config, model.state_dict(), tokenizer=lm.tokenizer,
                         extra={"sft_steps": trainer.step, "lora_rank": stage.rank})
-    losses = [json.loads(line)["loss"] for line in (out / "run" / "metrics.jsonl").read_text().splitlines() if line]
+    losses = [r["loss"] for r in read_metrics(out / "run" / METRICS_FILE)]
     return {"model_dir": str(out / "model"), "examples": len(examples), "skipped": loader.skipped,
             "steps": trainer.step, "loss_first": losses[0], "loss_last": losses[-1], "merged_layers": merged}
 

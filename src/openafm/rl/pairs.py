@@ -25,11 +25,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from openafm.data.jsonl import JsonlError, write_jsonl
+from openafm.data.jsonl import JsonlError, read_jsonl, write_jsonl
 from openafm.errors import OpenAFMError
 from openafm.train.reward import Level, PreferencePair
 
@@ -139,24 +138,21 @@ def read_pairs(path: str | Path) -> list[GradedPair]:
     path = Path(path)
     if not path.is_file():
         raise PairFormatError(f"{path}: no such file (a JSONL file of graded pairs)")
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            out.append(_pair_from_line(line, f"{path}:{lineno}"))
+    out = [_pair_from_object(d, f"{path}:{lineno}") for lineno, d in enumerate(_objects(path), start=1)]
     if not out:
         raise PairFormatError(f"{path}: no pairs (the file is empty)")
     return out
 
 
-def _pair_from_line(line: str, where: str) -> GradedPair:
-    if not line.strip():
-        raise PairFormatError(f"{where}: blank line (every line must be one JSON object)")
+def _objects(path: Path):
+    """read_jsonl's objects; its line errors (blank, not JSON, not an object) as PairFormatError."""
     try:
-        d = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise PairFormatError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-    if not isinstance(d, dict):
-        raise PairFormatError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        yield from read_jsonl(path)
+    except JsonlError as e:
+        raise PairFormatError(str(e)) from None
+
+
+def _pair_from_object(d: dict, where: str) -> GradedPair:
     missing, extra = sorted(set(REQUIRED) - set(d)), sorted(set(d) - set(REQUIRED) - set(OPTIONAL))
     if missing or extra:
         raise PairFormatError(f"{where}: a graded pair has the keys {sorted(REQUIRED)} (optionally "

@@ -27,7 +27,6 @@ from tqdm import tqdm
 
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
-from openafm.config import flatten
 from openafm.errors import CheckpointError
 from openafm.rl.config import RESUMABLE_CHANGES, RLConfig
 from openafm.rl.prompts import PromptRecord, Split, build_prompts
@@ -39,7 +38,7 @@ from openafm.rl.rollout import Row, forward_logprobs, greedy_rows, pack_rows, ro
 from openafm.rl.set_rewards import build_reward
 from openafm.train import checkpoint as ckpt
 from openafm.train import rng
-from openafm.train.config import Precision
+from openafm.train.config import Precision, incompatible_keys
 from openafm.train.metrics import MetricsLog
 from openafm.train.optimizer import build_optimizer, clip_gradients
 
@@ -156,10 +155,10 @@ class RLRun:
         """k rows per prompt in prompt order; prompts of one response budget are sampled as one batch."""
         c, k = self.config, self.config.rloo.k
         rows: list[Row | None] = [None] * (len(prompts) * k)
-        for group, budget in enumerate(sorted({self.budget(s) for s, _ in drawn})):
+        for batch_index, budget in enumerate(sorted({self.budget(s) for s, _ in drawn})):
             mine = [p for p, (s, _) in enumerate(drawn) if self.budget(s) == budget]
             sampled = sample_rows(self.policy, [prompts[p] for p in mine], k=k, max_new_tokens=budget,
-                                  temperature=c.temperature, seed=c.seed * 100_003 + self.step + group * 1_000_033,
+                                  temperature=c.temperature, seed=c.seed * 100_003 + self.step + batch_index * 1_000_033,
                                   eos_token_ids=self.eos, batch=max(c.micro_batch, k))
             for j, p in enumerate(mine):
                 rows[p * k:(p + 1) * k] = sampled[j * k:(j + 1) * k]
@@ -231,7 +230,7 @@ class RLRun:
         if path is None:
             return 0
         state = ckpt.load_training_checkpoint(path)
-        diff = _incompatible(state.config, self.config.to_dict())
+        diff = incompatible_keys(state.config, self.config.to_dict(), RESUMABLE_CHANGES)
         if diff:
             raise CheckpointError(f"{path}: written by an incompatible RL config; differing keys: " + "; ".join(diff))
         self.policy.load_state_dict(state.model)
@@ -285,13 +284,6 @@ class RLRun:
                    "heldout_gain": {k: after[k] - before[k] for k in after}}
         (self.run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
         return summary
-
-
-def _incompatible(saved: dict, current: dict) -> list[str]:
-    a, b = flatten(saved), flatten(current)
-    keys = sorted(k for k in set(a) | set(b) if a.get(k, "<absent>") != b.get(k, "<absent>")
-                  and not any(k == r or k.startswith(r + ".") for r in RESUMABLE_CHANGES))
-    return [f"{k}: checkpoint {a.get(k, '<absent>')!r} vs config {b.get(k, '<absent>')!r}" for k in keys]
 
 
 def _read_summary(run_dir: Path) -> dict:

@@ -22,6 +22,7 @@ import torch
 from openafm.rl.rloo import (
     RLOOConfig, advantages, group, rloo_loss, sequence_kl, shaped_rewards, token_logprobs,
 )
+from openafm.rl.rollout import Row, pack_rows
 from openafm.runtime.generate import generate_tokens
 from openafm.runtime.sampling import SamplingParams
 
@@ -45,16 +46,10 @@ def rollout(policy, prompts: Sequence[list[int]], reward: Reward, *, k: int, max
             sampling = SamplingParams(temperature=temperature, seed=seed * 1_000_003 + p * k + i)
             gen = generate_tokens(policy, [list(prompt)], max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
                                   sampling=sampling)[0]
-            rows.append((list(prompt), gen.token_ids))
+            rows.append(Row(list(prompt), list(gen.token_ids), stopped=False))   # the end token is not kept
             scores.append(float(reward(p, gen.token_ids)))
             lengths.append(len(gen.token_ids))
-    width = max(len(a) + len(b) for a, b in rows)
-    tokens = torch.zeros(len(rows), width, dtype=torch.long)
-    mask = torch.zeros(len(rows), width - 1)
-    for n, (prompt, response) in enumerate(rows):
-        ids = prompt + response
-        tokens[n, :len(ids)] = torch.tensor(ids)
-        mask[n, len(prompt) - 1:len(ids) - 1] = 1.0            # position t predicts token t + 1
+    tokens, mask = pack_rows(rows)
     return Rollout(tokens, mask, torch.tensor(scores), torch.tensor(lengths, dtype=torch.float))
 
 

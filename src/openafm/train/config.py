@@ -167,12 +167,12 @@ RESUMABLE_CHANGES = ("run_dir", "checkpoint.every", "checkpoint.keep", "log_ever
                      "progress", "activation_checkpointing", "parallel", "device")
 
 
-def incompatible_keys(saved: dict, current: dict) -> list[str]:
-    """Flat keys whose values differ between a checkpoint's config and this one (RESUMABLE_CHANGES aside)."""
+def incompatible_keys(saved: dict, current: dict, resumable: tuple[str, ...] = RESUMABLE_CHANGES) -> list[str]:
+    """Flat keys whose values differ between a checkpoint's config and this one (the `resumable` keys aside)."""
     a, b = cfg.flatten(saved), cfg.flatten(current)
     keys = sorted(k for k in set(a) | set(b)
                   if a.get(k, "<absent>") != b.get(k, "<absent>")
-                  and not any(k == r or k.startswith(r + ".") for r in RESUMABLE_CHANGES))
+                  and not any(k == r or k.startswith(r + ".") for r in resumable))
     return [f"{k}: checkpoint {a.get(k, '<absent>')!r} vs config {b.get(k, '<absent>')!r}" for k in keys]
 
 
