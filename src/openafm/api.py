@@ -19,10 +19,16 @@ __all__ = ["DEFAULT_MODEL", "PACKAGED", "LanguageModel", "available_models", "lo
 
 
 def load(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str = torch.float32,
-         device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str | None = None) -> LanguageModel:
+         device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str | None = None,
+         weights: str = "auto") -> LanguageModel:
     """A packaged model name, a preset name (randomly initialised from `seed`), a .gguf file, a native
     openafm checkpoint directory, a Hugging Face Llama directory, or a compressed checkpoint directory
     (checkpoint.compressed; it runs from its packed weights with `packed_kernel` "cpu" — the AVX2 kernel, the
-    default — or "torch", and only in float32 on the CPU)."""
+    default — or "torch", and only in float32 on the CPU).
+
+    weights: how a GGUF file's quantized matrices are held: "auto" (the default: "native" — kept as
+    stored, Q8_0/Q4_0/Q4_1, run by the integer kernels — in float32 on the CPU, else dequantized),
+    "native", "native-int8" (int8 activations like llama.cpp: faster, less exact), "float32" or "bfloat16"
+    (dequantized at load). Train from "float32" weights."""
     return LanguageModel.of(load_model(name_or_path, dtype=dtype, device=device, seed=seed,
-                                       packed_kernel=packed_kernel))
+                                       packed_kernel=packed_kernel, weights=weights))

@@ -122,6 +122,11 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                         f"(runs from packed low-bit weights; default: {DEFAULT_MODEL}); "
                         "see `openafm models`")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="weight dtype (default float32)")
+    p.add_argument("--weights", default="auto", choices=["auto", "native", "native-int8", "float32", "bfloat16"],
+                   help="how a GGUF model's quantized matrices are held: native keeps Q8_0/Q4_0/Q4_1 blocks as stored "
+                        "(native-int8: activations rounded to int8 per block like llama.cpp, faster, less exact; auto: native "
+                        "in float32 on the CPU, the default); float32 "
+                        "and bfloat16 dequantize at load")
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for the matrix work (default: torch's choice, the cores this process may use); "
                         "idle threads sleep (OMP_WAIT_POLICY=PASSIVE) unless the environment says otherwise; the "
@@ -142,10 +147,10 @@ def _sampling(args) -> dict:
                 seed=args.seed, stop=args.stop)
 
 
-def _load(name: str, dtype: str = "float32", threads: int | None = None):
+def _load(name: str, dtype: str = "float32", threads: int | None = None, weights: str = "auto"):
     set_threads(threads)
     t = time.perf_counter()
-    lm = load(name, dtype=dtype)
+    lm = load(name, dtype=dtype, weights=weights)
     return lm, time.perf_counter() - t
 
 
@@ -155,7 +160,7 @@ def _print_token(event) -> None:
 
 
 def _cmd_generate(args) -> int:
-    lm, load_s = _load(args.model, args.dtype, args.threads)
+    lm, load_s = _load(args.model, args.dtype, args.threads, args.weights)
     prompt = " ".join(args.prompt)
     if args.chat:
         prompt = lm.chat_prompt(prompt, system=args.system)
@@ -170,7 +175,7 @@ def _cmd_generate(args) -> int:
 
 
 def _cmd_chat(args) -> int:
-    lm, load_s = _load(args.model, args.dtype, args.threads)
+    lm, load_s = _load(args.model, args.dtype, args.threads, args.weights)
     print(f"[{lm.name}: loaded in {load_s:.1f} s; /reset clears, /exit quits]", file=sys.stderr)
     history: list[dict] = []
     while True:
@@ -292,7 +297,7 @@ def _stats_line(stats, load_s: float | None = None) -> str:
         parts.append(f"load {load_s:.2f} s")
     parts += [f"prompt {stats.prompt_tokens} tok", f"time to first token {stats.time_to_first_token * 1e3:.0f} ms",
               f"{stats.new_tokens} new tok", f"decode {stats.decode_tokens_per_second:.1f} tok/s",
-              f"KV cache {stats.kv_cache_bytes / 1e6:.1f} MB", threads_summary()]
+              f"KV cache {stats.kv_cache_bytes / 1e6:.1f} MB", f"step {stats.step}", threads_summary()]
     return "[" + ", ".join(parts) + "]"
 
 

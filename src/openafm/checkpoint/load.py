@@ -19,6 +19,7 @@ from typing import Callable
 
 import torch
 
+from openafm.checkpoint.block_model import load_block_model
 from openafm.checkpoint.compressed import COMPRESSED_FILE, is_compressed_checkpoint, load_compressed
 from openafm.checkpoint.gguf import load_llama_gguf
 from openafm.checkpoint.hf import is_hf_checkpoint, load_hf_llama
@@ -29,6 +30,7 @@ from openafm.errors import CheckpointError, UnknownModelError
 from openafm.models.build import ModelConfig, build_model
 from openafm.models.decoder import CausalLM
 from openafm.models.presets import CONFIG_ONLY, PRESETS, SMOLLM2_VOCAB, get_preset
+from openafm.nn.packed_kernel import Activations
 from openafm.nn.packed_linear import PackedKernel
 from openafm.tokenizer.tokenizer import Tokenizer
 
@@ -53,6 +55,18 @@ class LoadOptions:
     device: torch.device
     seed: int                                  # initialises presets
     packed_kernel: PackedKernel | None         # compressed checkpoints only
+    weights: "Weights"                         # GGUF files only
+
+
+class Weights(enum.Enum):
+    """How a GGUF file's quantized matrices are held (the `weights=` choice)."""
+
+    DEQUANTIZED = "dequantized"   # float32 (or the requested dtype): every matrix dequantized at load
+    NATIVE = "native"             # Q8_0 / Q4_0 / Q4_1 kept as stored, multiplied with float32 activations
+    NATIVE_INT8 = "native-int8"   # the same blocks, activations rounded to int8 per block (llama.cpp's scheme)
+    FLOAT32 = "float32"           # an alias of DEQUANTIZED in float32
+    BFLOAT16 = "bfloat16"         # dequantized, then bfloat16
+    AUTO = "auto"                 # NATIVE for a GGUF source in float32 on the CPU, else as dtype= says
 
 
 class SourceKind(enum.Enum):
@@ -78,8 +92,16 @@ class ModelSource:
 
 
 def load_model(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str = torch.float32,
-               device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str | None = None) -> LoadedModel:
-    """The model (in eval mode, no gradients) and tokenizer that `name_or_path` names; see SOURCES."""
+               device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str | None = None,
+               weights: "Weights | str" = "dequantized") -> LoadedModel:
+    """The model (in eval mode, no gradients) and tokenizer that `name_or_path` names; see SOURCES.
+
+    weights: for a GGUF source (the packaged model included), how its quantized matrices are held:
+    "dequantized" (float32 weights, or `dtype`; the default here, since training needs float weights),
+    "native" (kept as stored, inference only; "native-int8" rounds the activations to int8 per block as
+    llama.cpp does: faster, less exact), "float32", "bfloat16", or "auto" (native where it applies:
+    the front door openafm.load defaults to it). Naming native, float32 or bfloat16 for another source,
+    or beside a dtype/device it cannot run with, raises."""
     name = str(name_or_path)
     path = Path(name_or_path).expanduser()
     dtype = _dtype(dtype)
@@ -89,8 +111,11 @@ def load_model(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype |
                          f"{name!r} is not one")
     if source is None:
         _explain_unrecognised(name, path)
+    weights = _weights(weights, source.kind if source else None, dtype, torch.device(device), name)
+    if weights is Weights.BFLOAT16:
+        dtype = torch.bfloat16
     options = LoadOptions(dtype=dtype, device=torch.device(device), seed=seed,
-                          packed_kernel=_packed_kernel(packed_kernel))
+                          packed_kernel=_packed_kernel(packed_kernel), weights=weights)
     loaded = source.build(name, path, options)
     if source.placement is Placement.CAST:
         loaded.model.to(device=options.device, dtype=options.dtype)
@@ -156,6 +181,11 @@ def _build_compressed(name: str, path: Path, options: LoadOptions) -> LoadedMode
 
 
 def _build_gguf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
+    if options.weights in (Weights.NATIVE, Weights.NATIVE_INT8):
+        activations = Activations.INT8 if options.weights is Weights.NATIVE_INT8 else Activations.FLOAT32
+        model, types = load_block_model(path, activations)
+        return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
+                           source=f"GGUF {path} (native weights: {types}; {activations.value} activations)")
     hf_sd, hf_config = load_llama_gguf(path)
     config = config_from_hf(hf_config, str(path))
     model = build_with_weights(config, state_dict_from_hf(hf_sd, config, str(path)), str(path))
@@ -215,3 +245,31 @@ def _packed_kernel(value: str | None) -> PackedKernel | None:
     if value not in kinds:
         raise ValueError(f"packed_kernel={value!r}; accepted: {kinds}")
     return PackedKernel(value)
+
+
+def _weights(value: "Weights | str", kind: SourceKind | None, dtype: torch.dtype, device: torch.device,
+             name: str) -> Weights:
+    """The weights choice resolved for this source: AUTO becomes NATIVE or DEQUANTIZED; a choice that
+    cannot apply raises."""
+    try:
+        weights = Weights(value)
+    except ValueError:
+        raise ValueError(f"weights={value!r} is not a weights choice; use one of "
+                         f"{[w.value for w in Weights]}") from None
+    gguf = kind in (SourceKind.GGUF, SourceKind.PACKAGED)
+    runs_native = gguf and dtype == torch.float32 and device.type == "cpu"
+    if weights is Weights.AUTO:
+        return Weights.NATIVE if runs_native else Weights.DEQUANTIZED
+    if weights is Weights.FLOAT32:
+        weights = Weights.DEQUANTIZED
+        if dtype != torch.float32:
+            raise ValueError(f"weights='float32' contradicts dtype={dtype}")
+    if weights in (Weights.NATIVE, Weights.NATIVE_INT8, Weights.BFLOAT16) and not gguf:
+        raise ValueError(f"weights={weights.value!r} applies to GGUF files and packaged models; {name!r} is not one "
+                         f"(use weights='auto' or leave it out)")
+    if weights in (Weights.NATIVE, Weights.NATIVE_INT8) and not runs_native:
+        raise ValueError(f"weights={weights.value!r} runs float32 on the CPU; got dtype={dtype}, device={device} "
+                         f"(use weights='float32' or 'bfloat16' for other dtypes and devices)")
+    if weights is Weights.BFLOAT16 and dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"weights='bfloat16' contradicts dtype={dtype}")
+    return weights

@@ -11,7 +11,9 @@
     moe.py             dropless top-k mixture-of-experts over SwiGLU experts (grouped matmul or a segment loop)
     lora.py            LoRA: a frozen linear layer plus a trainable low-rank update; apply, merge, state dicts
     pack.py            bit packing of 2/4/8-bit quantization codes along the input dimension
-    packed_kernel.py   an AVX2 CPU matrix-vector kernel over packed weights (built once with torch's cpp_extension)
+    packed_kernel.py   the CPU kernels in the csrc folder (AVX2): matvec over float32, packed and GGUF block weights, the
+                       fused decode step; built once with torch's cpp_extension
+    block_linear.py    BlockLinear / BlockEmbedding: layers that run from GGUF Q8_0 / Q4_0 / Q4_1 blocks as stored
     packed_linear.py   PackedLinear / PackedEmbedding: layers that execute from packed low-bit weights
     packed_model.py    swap a model's linear layers and embedding for packed ones
 """

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from openafm.nn.block_linear import BlockLinear
 from openafm.nn.packed_linear import PackedLinear
 
 # Linear layers adapted by default: every projection of attention and the dense FFN. Not the MoE router
@@ -26,21 +27,24 @@ DEFAULT_TARGETS = ("qkv", "q", "out", "gate_up", "down")
 
 def _adaptable(module: nn.Module) -> bool:
     """nn.Linear, or a packed low-bit linear layer (nn.packed_linear): the adapter runs beside it."""
-    return isinstance(module, (nn.Linear, PackedLinear))
+    return isinstance(module, (nn.Linear, PackedLinear, BlockLinear))
 
 
 class LoRALinear(nn.Module):
     def __init__(self, base: nn.Module, rank: int, alpha: float):
         super().__init__()
         if not _adaptable(base):
-            raise TypeError(f"LoRA wraps nn.Linear or PackedLinear layers, got {type(base).__name__}")
+            raise TypeError(f"LoRA wraps nn.Linear, PackedLinear or BlockLinear layers, got {type(base).__name__}")
         if rank < 1 or rank > min(base.in_features, base.out_features):
             raise ValueError(f"LoRA rank must be in 1..{min(base.in_features, base.out_features)} for a "
                              f"{base.out_features}x{base.in_features} layer, got {rank}")
         self.base, self.rank, self.alpha = base, rank, float(alpha)
         for p in base.parameters():
             p.requires_grad_(False)
-        ref = base.weight if isinstance(base, nn.Linear) else base.scale     # a packed layer computes in float32
+        # packed and block layers compute in float32
+        ref = base.weight if isinstance(base, nn.Linear) else getattr(base, "scale", None)
+        if ref is None:
+            ref = torch.empty(0, device=base.blocks.device)
         self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, dtype=ref.dtype, device=ref.device))
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=ref.dtype, device=ref.device))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
@@ -136,7 +140,7 @@ def merge_lora(model: nn.Module) -> int:
             if isinstance(child, LoRALinear):
                 if not isinstance(child.base, nn.Linear):
                     raise TypeError(f"{parent_name}.{child_name}: an adapter on a {type(child.base).__name__} "
-                                    f"cannot be merged (its weight is held as packed codes); run it unmerged")
+                                    f"cannot be merged (its weight is held as packed codes or blocks); run it unmerged")
                 with torch.no_grad():
                     child.base.weight += child.delta().to(child.base.weight.dtype)
                 setattr(parent, child_name, child.base)

@@ -2,6 +2,7 @@
 
     language_model.py  LanguageModel: a loaded model and its tokenizer, text in, text out (`openafm.load` returns one)
     generate.py        prefill + decode for a batch of token prompts: sampling, EOS, stop strings, streaming
+    fused_step.py      the decode step as one C++ call over the model's own modules and KV cache (StepKind)
     cancel.py          CancelToken: stops a generation from another thread before its next forward pass
     kv_cache.py        a KV cache that knows each layer's kind (full, sliding ring, shared); native or int8 slots
     sampling.py        token sampling: greedy, or seeded temperature with optional top-k / top-p

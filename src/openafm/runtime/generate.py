@@ -11,6 +11,7 @@ import torch
 from openafm.errors import ContextWindowExceededError
 from openafm.models.decoder import CausalLM, Logits
 from openafm.runtime.cancel import CancelToken
+from openafm.runtime.fused_step import StepKind, choose_step
 from openafm.runtime.kv_cache import KVCache, KVStorage
 from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
@@ -43,6 +44,7 @@ class GenerationStats:
     forced_tokens: int = 0          # tokens a constraint forced (appended without sampling)
     kv_cache_bytes: int = 0
     cache: KVCache | None = None    # the cache the generation ran on (holds every token fed to the model)
+    step: str = ""                  # how decode steps ran: "fused", or "eager" with the reason
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -73,7 +75,7 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                     stats: GenerationStats | None = None, constraint=None,
                     fast_forward: bool = True, cache: KVCache | None = None,
                     kv_storage: KVStorage = KVStorage.NATIVE,
-                    cancel: CancelToken | None = None) -> list[Generation]:
+                    cancel: CancelToken | None = None, step: StepKind = StepKind.AUTO) -> list[Generation]:
     """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently.
 
     constraint: a runtime.constrained.GrammarConstraint for a single prompt: the logits are masked to the
@@ -90,6 +92,10 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
     cancel: checked before the prefill and before every decode step; once it is cancelled (from any thread)
     no further forward pass runs and GenerationCancelled is raised. The cache then holds whole steps only:
     the prompt and every token fed back before the cancel (`stats.cache`, `stats.decode_steps`).
+
+    step: how one-token decode steps run (runtime.fused_step): AUTO takes the fused C++ step where the
+    model allows it and says which ran in `stats.step`; FUSED raises where it cannot run; EAGER is the
+    module graph. Prefill and multi-token feeds (fast-forwarded tokens) always run the module graph.
     """
     if cache is not None and cache.storage is not kv_storage:
         raise ValueError(f"kv_storage={kv_storage} differs from the continued cache's {cache.storage}")
@@ -122,6 +128,7 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
         need = cache.steps + longest + max_new_tokens
         cache = cache.grown(min(window, max(need, 2 * cache.capacity)))
     stats.cache = cache
+    fused, stats.step = choose_step(step, model, cache)
     stats.kv_cache_bytes = cache.nbytes()
     stats.prompt_tokens = sum(len(p) for p in prompts)
 
@@ -167,8 +174,11 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
             if cancel is not None:
                 cancel.raise_if_cancelled(f"before decode step {stats.decode_steps + 1}")
             n = feed.shape[1]
-            logits = model(feed, cache=cache, positions=next_pos + torch.arange(n, device=device),
-                           logits=Logits.LAST)[:, -1]
+            if fused is not None and n == 1:
+                logits = fused(feed, cache, next_pos)                                      # [B, V]
+            else:
+                logits = model(feed, cache=cache, positions=next_pos + torch.arange(n, device=device),
+                               logits=Logits.LAST)[:, -1]
             next_pos = next_pos + n
             stats.decode_steps += 1
         stats.decode_seconds = time.perf_counter() - decode_start

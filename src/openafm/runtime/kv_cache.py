@@ -273,6 +273,20 @@ class KVCache:
                              f"(windows {windows}) have wrapped over the steps before {steps}; rebuild it instead")
         self.steps = steps
 
+    # --- the fused decode step's view -------------------------------------------------------------
+    def layer_storage(self, layer: int) -> tuple | None:
+        """An owner layer's storage as (k, v, k_scale, v_scale, positions [B, slots], ring window or 0);
+        k and v are [B, Hkv, slots, Dh] (the cache dtype, or int8 codes with scales [B, Hkv, slots, 1]).
+        None for a layer that reads another layer's cache."""
+        cache = self.layers[layer]
+        if cache is None:
+            return None
+        ring = cache.window if isinstance(cache, RingLayerCache) else 0
+        pos = self._pos[ring or None]
+        if isinstance(cache.k, Int8Slots):
+            return cache.k.codes, cache.v.codes, cache.k.scale, cache.v.scale, pos, ring
+        return cache.k.data, cache.v.data, None, None, pos, ring
+
     # --- bookkeeping --------------------------------------------------------------------------
     @property
     def next_position(self) -> int:

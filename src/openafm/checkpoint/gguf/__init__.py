@@ -3,15 +3,17 @@
     reader.py   header, metadata and tensor directory, with the tensor data left memory-mapped
     types.py    the numeric codes GGUF uses: metadata value types, ggml tensor types and their block sizes
     dequant.py  ggml tensor data -> float32 with whole-tensor torch ops, bit-identical to gguf-py
-    llama.py    a Llama-family GGUF -> a Hugging Face Llama state dict and config (names, RoPE rows un-permuted)
+    llama.py    a Llama-family GGUF -> a Hugging Face Llama state dict and config (names, RoPE rows un-permuted),
+                with block-format matrices optionally kept as stored
 """
 
 from openafm.checkpoint.gguf.dequant import dequantize
-from openafm.checkpoint.gguf.llama import SUPPORTED_ARCHITECTURES, llama_config, load_llama_gguf, unpermute_rope_rows
+from openafm.checkpoint.gguf.llama import (SUPPORTED_ARCHITECTURES, llama_config, load_llama_gguf,
+                                            load_llama_gguf_blocks, unpermute_rope_rows)
 from openafm.checkpoint.gguf.reader import GGUFFile, TensorInfo, read_gguf
 from openafm.checkpoint.gguf.types import BLOCK_SIZES, GGMLType, ValueType
 
 __all__ = [
     "BLOCK_SIZES", "GGMLType", "GGUFFile", "SUPPORTED_ARCHITECTURES", "TensorInfo", "ValueType", "dequantize",
-    "llama_config", "load_llama_gguf", "read_gguf", "unpermute_rope_rows",
+    "llama_config", "load_llama_gguf", "load_llama_gguf_blocks", "read_gguf", "unpermute_rope_rows",
 ]

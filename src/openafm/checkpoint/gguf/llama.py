@@ -17,6 +17,7 @@ import torch
 
 from openafm.checkpoint.gguf.dequant import one_thread
 from openafm.checkpoint.gguf.reader import GGUFFile, read_gguf
+from openafm.checkpoint.gguf.types import GGMLType
 from openafm.errors import CheckpointError
 
 SUPPORTED_ARCHITECTURES = ("llama",)
@@ -48,20 +49,39 @@ def load_llama_gguf(path: str | os.PathLike,
     """
     if not dtype.is_floating_point:
         raise ValueError(f"dtype {dtype} is not a floating-point dtype; weights load as float32, bfloat16, ...")
+    state, config, _ = _load(path, dtype, frozenset())
+    return state, config
+
+
+def load_llama_gguf_blocks(path: str | os.PathLike, keep: frozenset[GGMLType]
+                           ) -> tuple[dict[str, torch.Tensor], dict[str, Any], dict[str, GGMLType]]:
+    """Like load_llama_gguf, but matrices stored in a type of `keep` stay as stored: uint8 rows
+    [out, in / block * block bytes] (a copy of the file's bytes, rows un-permuted like the float path).
+    -> (state dict, config, {name: type} of the tensors kept as blocks); the rest is float32."""
+    return _load(path, torch.float32, keep)
+
+
+def _load(path, dtype: torch.dtype, keep: frozenset[GGMLType]):
     gguf = read_gguf(path)
     config = llama_config(gguf)
     names = {gguf_name: hf_name(gguf_name, gguf) for gguf_name in gguf.tensors}
     _check_tensors(gguf, config, names)
     rope_heads = {"q_proj": config["num_attention_heads"], "k_proj": config["num_key_value_heads"]}
     state: dict[str, torch.Tensor] = {}
+    kept: dict[str, GGMLType] = {}
     with one_thread():  # see one_thread: many mid-sized ops, fastest and steadiest on one thread
         for gguf_name, name in names.items():
-            weight = gguf.dequantize(gguf_name)                    # [out, in] float32
+            info = gguf.info(gguf_name)
+            if info.type in keep and len(info.shape) == 2:
+                weight = gguf.raw(gguf_name).view(info.torch_shape[0], -1).clone()   # uint8 [out, row bytes]
+                kept[name] = info.type
+            else:
+                weight = gguf.dequantize(gguf_name)                                 # [out, in] float32
             n_heads = rope_heads.get(name.rsplit(".", 2)[-2])     # 'q_proj' in '...self_attn.q_proj.weight'
             if n_heads is not None:
                 weight = unpermute_rope_rows(weight, n_heads)
-            state[name] = weight if dtype == torch.float32 else weight.to(dtype)
-    return state, config
+            state[name] = weight if dtype == torch.float32 or name in kept else weight.to(dtype)
+    return state, config, kept
 
 
 def unpermute_rope_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:

@@ -1,0 +1,76 @@
+"""A Llama GGUF as a model whose matrices stay in the file's block formats (weights="native").
+
+Q8_0, Q4_0 and Q4_1 matrices become nn.block_linear layers holding the file's bytes (the fused q/k/v and
+gate/up rows are the parts' rows, concatenated); norms, and matrices of any other type, are float32 (the
+type counts are in the source string, so what was dequantized is visible). Decoding reads the blocks
+with float32 activations (weights="native") or int8 ones as llama.cpp does (weights="native-int8");
+prefill dequantizes one matrix at a time.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import torch
+
+from openafm.checkpoint.gguf import GGMLType, load_llama_gguf_blocks
+from openafm.checkpoint.llama import config_from_hf, state_dict_from_hf
+from openafm.errors import CheckpointError
+from openafm.models.build import build_model
+from openafm.models.decoder import CausalLM
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear
+from openafm.nn.packed_kernel import Activations, WeightFormat, check_cpu
+from openafm.nn.packed_model import module_path, set_module
+
+NATIVE_TYPES = {GGMLType.Q8_0: WeightFormat.Q8_0, GGMLType.Q4_0: WeightFormat.Q4_0, GGMLType.Q4_1: WeightFormat.Q4_1}
+FUSED_PARTS = {"attn.qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+               "ffn.gate_up": ("mlp.gate_proj", "mlp.up_proj")}
+
+
+def load_block_model(path: Path, activations: Activations = Activations.FLOAT32) -> tuple[CausalLM, str]:
+    """-> (the model, a summary of its weight types such as "Q4_1 x 210, Q8_0 x 1, F32 x 61")."""
+    check_cpu("weights='native'", "weights='float32' (dequantized at load)")
+    hf_sd, hf_config, kept = load_llama_gguf_blocks(path, frozenset(NATIVE_TYPES))
+    config = config_from_hf(hf_config, str(path))
+    formats = _openafm_formats(kept, config.n_layers, str(path))
+    state = state_dict_from_hf(hf_sd, config, str(path))
+    model = build_model(config, device="meta")
+    for name, fmt in formats.items():
+        blocks = state.pop(name)                                          # uint8 [out, row bytes]
+        original = model.get_submodule(module_path(name))
+        in_features = original.weight.shape[1]
+        layer = (BlockEmbedding(blocks, fmt, in_features, activations) if isinstance(original, torch.nn.Embedding)
+                 else BlockLinear(blocks, fmt, in_features, activations))
+        set_module(model, module_path(name), layer)
+    missing, unexpected = model.load_state_dict(state, assign=True, strict=False)
+    missing = [k for k in missing if not k.endswith(".blocks")]
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: weights do not fit the config: missing {missing[:5]}, "
+                              f"unexpected {unexpected[:5]}")
+    counts = collections.Counter(t.name for t in kept.values())
+    counts["F32"] = sum(1 for v in hf_sd.values() if v.dtype == torch.float32)
+    return model, ", ".join(f"{k} x {v}" for k, v in counts.most_common())
+
+
+def _openafm_formats(kept: dict[str, GGMLType], n_layers: int, source: str) -> dict[str, WeightFormat]:
+    """openafm weight name -> block format, for the matrices kept as blocks (fused parts must agree)."""
+    out = {}
+    if "model.embed_tokens.weight" in kept:
+        out["embed.weight"] = NATIVE_TYPES[kept["model.embed_tokens.weight"]]
+    if "lm_head.weight" in kept:
+        out["lm_head.weight"] = NATIVE_TYPES[kept["lm_head.weight"]]
+    for i in range(n_layers):
+        p = f"model.layers.{i}."
+        for ours, hf in (("attn.out", "self_attn.o_proj"), ("ffn.down", "mlp.down_proj")):
+            if p + hf + ".weight" in kept:
+                out[f"layers.{i}.{ours}.weight"] = NATIVE_TYPES[kept[p + hf + ".weight"]]
+        for ours, parts in FUSED_PARTS.items():
+            types = {part: kept.get(p + part + ".weight") for part in parts}
+            if len(set(types.values())) > 1:
+                stored = ", ".join(f"{k}: {v.name if v else 'float'}" for k, v in types.items())
+                raise CheckpointError(f"{source}: layer {i} stores {ours}'s parts in different types ({stored}); "
+                                      f"load it with weights='float32'")
+            if types[parts[0]] is not None:
+                out[f"layers.{i}.{ours}.weight"] = NATIVE_TYPES[types[parts[0]]]
+    return out

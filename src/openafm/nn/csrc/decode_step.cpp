@@ -1,0 +1,262 @@
+// The fused decode step (decode_step.h): the same computation as models/decoder.py's Block for one new
+// token per row, with no per-operator dispatch. Matrix products run on the kernels of matvec.cpp.
+#include "decode_step.h"
+
+#include <cmath>
+#include <limits>
+
+namespace openafm {
+
+static torch::Tensor optional_tensor(const py::handle& h) {
+    return h.is_none() ? torch::Tensor() : h.cast<torch::Tensor>();
+}
+
+Linear make_linear(const py::tuple& spec) {
+    TORCH_CHECK(spec.size() == 11, "a linear spec has 11 fields, got ", spec.size());
+    Linear l;
+    l.w.format = static_cast<Format>(spec[0].cast<int>());
+    l.w.bits = spec[1].cast<int>();
+    l.w.out = spec[2].cast<int64_t>();
+    l.w.in = spec[3].cast<int64_t>();
+    l.keep_data = spec[4].cast<torch::Tensor>().contiguous();
+    l.keep_scale = optional_tensor(spec[5]);
+    l.keep_zero = optional_tensor(spec[6]);
+    l.lora_a = optional_tensor(spec[7]);
+    l.lora_b = optional_tensor(spec[8]);
+    l.lora_scale = spec[9].cast<float>();
+    l.w.int8_acts = spec[10].cast<bool>();
+    TORCH_CHECK(l.keep_data.size(0) == l.w.out, "weight has ", l.keep_data.size(0), " rows, expected ", l.w.out);
+    if (l.w.format == Format::F32) {
+        TORCH_CHECK(l.keep_data.dtype() == torch::kFloat32 && l.keep_data.size(1) == l.w.in,
+                    "float32 weight must be [out, in]");
+        l.w.f32 = l.keep_data.data_ptr<float>();
+    } else {
+        TORCH_CHECK(l.keep_data.dtype() == torch::kUInt8, "quantized weight must be uint8 [out, bytes]");
+        l.w.data = l.keep_data.data_ptr<uint8_t>();
+        l.w.row_bytes = l.keep_data.size(1);
+        if (l.w.format == Format::PACKED) {
+            TORCH_CHECK(l.keep_scale.defined() && l.keep_zero.defined(), "packed weights need scale and zero");
+            l.w.scale = l.keep_scale.data_ptr<float>();
+            l.w.zero = l.keep_zero.data_ptr<float>();
+        } else {
+            TORCH_CHECK(l.w.in % G == 0 && l.w.row_bytes == l.w.in / G * block_bytes(l.w.format),
+                        "block rows of ", l.w.in, " values take ", l.w.in / G * block_bytes(l.w.format), " bytes");
+        }
+    }
+    if (l.lora_a.defined()) {
+        l.lora_a = l.lora_a.contiguous();
+        l.lora_b = l.lora_b.contiguous();
+        TORCH_CHECK(l.lora_a.dtype() == torch::kFloat32 && l.lora_a.size(1) == l.w.in && l.lora_b.size(0) == l.w.out
+                    && l.lora_b.size(1) == l.lora_a.size(0), "LoRA factors must be float32 A [r, in], B [out, r]");
+    }
+    return l;
+}
+
+DecodeStep::DecodeStep(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, double eps,
+                       int64_t threads)
+    : dim_(dim), h_(n_heads), hkv_(n_kv_heads), dh_(head_dim), eps_((float)eps), pool_((int)threads) {}
+
+void DecodeStep::add_layer(torch::Tensor attn_norm, torch::Tensor ffn_norm, bool owns_kv, int64_t kv_source,
+                           bool rope, int64_t window, const py::tuple& attn_in, const py::tuple& attn_out,
+                           const py::tuple& gate_up, const py::tuple& down) {
+    Layer l;
+    l.attn_norm = attn_norm.contiguous();
+    l.ffn_norm = ffn_norm.contiguous();
+    l.owns_kv = owns_kv; l.kv_source = kv_source; l.rope = rope; l.window = window;
+    l.attn_in = make_linear(attn_in); l.attn_out = make_linear(attn_out);
+    l.gate_up = make_linear(gate_up); l.down = make_linear(down);
+    layers_.push_back(std::move(l));
+}
+
+void DecodeStep::set_head(torch::Tensor norm, const py::tuple& head, torch::Tensor cos, torch::Tensor sin_signed) {
+    final_norm_ = norm.contiguous();
+    head_ = make_linear(head);
+    cos_ = cos.contiguous();
+    sin_ = sin_signed.contiguous();
+}
+
+void DecodeStep::bind_cache(const py::list& layers) {
+    TORCH_CHECK((int64_t)layers.size() == (int64_t)layers_.size(), "one cache entry per layer");
+    caches_.assign(layers.size(), LayerCache{});
+    for (size_t i = 0; i < layers.size(); ++i) {
+        if (layers[i].is_none()) continue;
+        auto t = layers[i].cast<py::tuple>();
+        LayerCache& c = caches_[i];
+        c.k = t[0].cast<torch::Tensor>(); c.v = t[1].cast<torch::Tensor>();
+        c.k_scale = optional_tensor(t[2]); c.v_scale = optional_tensor(t[3]);
+        c.pos = t[4].cast<torch::Tensor>(); c.ring = t[5].cast<int64_t>();
+        TORCH_CHECK(c.k.is_contiguous() && c.v.is_contiguous() && c.pos.is_contiguous(), "cache must be contiguous");
+    }
+}
+
+void DecodeStep::linear(const Linear& l, const float* x, int64_t M, float* y) {
+    const Weight& w = l.w;
+    prepare(w, x, M, qa_, xs_);
+    pool_.parallel_range(w.out, 8, [&](int64_t o0, int64_t o1) { matvec_rows(w, x, qa_, xs_, y, M, o0, o1); });
+    if (!l.lora_a.defined()) return;
+    const int64_t r = l.lora_a.size(0);
+    const float *a = l.lora_a.data_ptr<float>(), *b = l.lora_b.data_ptr<float>();
+    std::vector<float> ax(r);
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t j = 0; j < r; ++j) {
+            float s = 0.f;
+            for (int64_t i = 0; i < w.in; ++i) s += a[j * w.in + i] * x[m * w.in + i];
+            ax[j] = s;
+        }
+        for (int64_t o = 0; o < w.out; ++o) {
+            float s = 0.f;
+            for (int64_t j = 0; j < r; ++j) s += b[o * r + j] * ax[j];
+            y[m * w.out + o] += l.lora_scale * s;
+        }
+    }
+}
+
+void DecodeStep::rms_norm(const float* x, const torch::Tensor& w, float* y, int64_t M) const {
+    const float* wp = w.data_ptr<float>();
+    for (int64_t m = 0; m < M; ++m) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < dim_; ++i) ss += (double)x[m * dim_ + i] * x[m * dim_ + i];
+        const float inv = 1.f / std::sqrt((float)(ss / dim_) + eps_);
+        for (int64_t i = 0; i < dim_; ++i) y[m * dim_ + i] = x[m * dim_ + i] * inv * wp[i];
+    }
+}
+
+// Rotate-half RoPE on `heads` heads of each row (rows `stride` floats apart): x*cos + swap_halves(x)*sin_signed.
+void DecodeStep::rope(float* x, int64_t heads, const int64_t* pos, int64_t M, int64_t stride) const {
+    const int64_t half = dh_ / 2;
+    const float *cs = cos_.data_ptr<float>(), *sn = sin_.data_ptr<float>();
+    std::vector<float> tmp(dh_);
+    for (int64_t m = 0; m < M; ++m) {
+        const int64_t p = std::max<int64_t>(pos[m], 0);
+        const float *c = cs + p * dh_, *s = sn + p * dh_;
+        for (int64_t hh = 0; hh < heads; ++hh) {
+            float* v = x + m * stride + hh * dh_;
+            for (int64_t i = 0; i < dh_; ++i) tmp[i] = v[i] * c[i] + v[(i + half) % dh_] * s[i];
+            std::copy(tmp.begin(), tmp.end(), v);
+        }
+    }
+}
+
+// Write the new token's K and V (rows of qkv after the H query heads) into the layer's slot.
+void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t slot) {
+    LayerCache& c = caches_[index];
+    const int64_t stride = (h_ + 2 * hkv_) * dh_, S = c.k.size(2);
+    const bool int8 = c.k_scale.defined();
+    for (int which = 0; which < 2; ++which) {
+        const torch::Tensor& dst = which == 0 ? c.k : c.v;
+        for (int64_t m = 0; m < M; ++m) {
+            for (int64_t hh = 0; hh < hkv_; ++hh) {
+                const float* src = qkv + m * stride + (h_ + which * hkv_ + hh) * dh_;
+                const int64_t at = ((m * hkv_ + hh) * S + slot) * dh_;
+                if (!int8) {
+                    std::copy(src, src + dh_, dst.data_ptr<float>() + at);
+                    continue;
+                }
+                float amax = 0.f;
+                for (int64_t i = 0; i < dh_; ++i) amax = std::max(amax, std::fabs(src[i]));
+                const float scale = amax / 127.f, safe = scale > 0.f ? scale : 1.f;
+                int8_t* codes = dst.data_ptr<int8_t>() + at;
+                for (int64_t i = 0; i < dh_; ++i)
+                    codes[i] = (int8_t)std::max(-127.f, std::min(127.f, std::nearbyint(src[i] / safe)));
+                (which == 0 ? c.k_scale : c.v_scale).data_ptr<float>()[(m * hkv_ + hh) * S + slot] = scale;
+            }
+        }
+    }
+}
+
+// One query per row and head over the visible slots of the layer's K/V source.
+void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M,
+                        int64_t t0, float* out) {
+    const int64_t src = layer.owns_kv ? index : layer.kv_source;
+    const LayerCache& c = caches_[src];
+    const int64_t S = c.k.size(2), visible = c.ring ? std::min(t0 + 1, c.ring) : t0 + 1;
+    const int64_t groups = h_ / hkv_, qstride = layer.owns_kv ? (h_ + 2 * hkv_) * dh_ : h_ * dh_;
+    const bool int8 = c.k_scale.defined();
+    const float scale = 1.f / std::sqrt((float)dh_);
+    const int64_t* kpos = c.pos.data_ptr<int64_t>();
+    pool_.parallel_range(M * h_, 1, [&](int64_t j0, int64_t j1) {
+        std::vector<float> p(visible), kv(dh_);
+        for (int64_t j = j0; j < j1; ++j) {
+            const int64_t m = j / h_, hh = j % h_, g = hh / groups;
+            const float* qv = q + m * qstride + hh * dh_;
+            const int64_t base = (m * hkv_ + g) * S;
+            const int64_t qp = qpos[m];
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t s = 0; s < visible; ++s) {
+                const int64_t kp = kpos[m * c.pos.size(1) + s];
+                const bool ok = qp < 0 || (kp >= 0 && kp <= qp && (layer.window == 0 || qp - kp < layer.window));
+                if (!ok) { p[s] = -std::numeric_limits<float>::infinity(); continue; }
+                float d = 0.f;
+                if (int8) {
+                    const int8_t* kc = c.k.data_ptr<int8_t>() + (base + s) * dh_;
+                    const float ks = c.k_scale.data_ptr<float>()[base + s];
+                    for (int64_t i = 0; i < dh_; ++i) d += qv[i] * ((float)kc[i] * ks);
+                } else {
+                    const float* kr = c.k.data_ptr<float>() + (base + s) * dh_;
+                    for (int64_t i = 0; i < dh_; ++i) d += qv[i] * kr[i];
+                }
+                p[s] = d * scale;
+                mx = std::max(mx, p[s]);
+            }
+            float total = 0.f;
+            for (int64_t s = 0; s < visible; ++s) { p[s] = std::exp(p[s] - mx); total += p[s]; }
+            float* o = out + m * h_ * dh_ + hh * dh_;
+            std::fill(o, o + dh_, 0.f);
+            for (int64_t s = 0; s < visible; ++s) {
+                if (p[s] == 0.f) continue;
+                const float w = p[s] / total;
+                if (int8) {
+                    const int8_t* vc = c.v.data_ptr<int8_t>() + (base + s) * dh_;
+                    const float vs = c.v_scale.data_ptr<float>()[base + s];
+                    for (int64_t i = 0; i < dh_; ++i) o[i] += w * ((float)vc[i] * vs);
+                } else {
+                    const float* vr = c.v.data_ptr<float>() + (base + s) * dh_;
+                    for (int64_t i = 0; i < dh_; ++i) o[i] += w * vr[i];
+                }
+            }
+        }
+    });
+}
+
+torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
+    TORCH_CHECK(x_in.dtype() == torch::kFloat32 && x_in.dim() == 2 && x_in.size(1) == dim_, "x must be float32 [B, D]");
+    TORCH_CHECK(!caches_.empty(), "bind_cache before step");
+    auto x = x_in.contiguous().clone();
+    const int64_t M = x.size(0), H = h_ * dh_, KV = hkv_ * dh_;
+    auto pos = positions.to(torch::kInt64).contiguous();
+    const int64_t* qpos = pos.data_ptr<int64_t>();
+    float* xp = x.data_ptr<float>();
+    int64_t widest = 0;
+    for (const Layer& l : layers_) widest = std::max({widest, l.gate_up.w.out, l.attn_in.w.out});
+    std::vector<float> xn(M * dim_), a(M * widest), o(M * H), y(M * dim_), hid(M * widest / 2 + 1);
+    for (int64_t i = 0; i < (int64_t)layers_.size(); ++i) {
+        const Layer& l = layers_[i];
+        rms_norm(xp, l.attn_norm, xn.data(), M);
+        linear(l.attn_in, xn.data(), M, a.data());
+        const int64_t stride = l.owns_kv ? H + 2 * KV : H;
+        if (l.rope) rope(a.data(), l.owns_kv ? h_ + hkv_ : h_, qpos, M, stride);
+        if (l.owns_kv) {
+            const LayerCache& c = caches_[i];
+            store_kv(i, a.data(), M, c.ring ? t0 % c.ring : t0);
+        }
+        attend(l, i, a.data(), qpos, M, t0, o.data());
+        linear(l.attn_out, o.data(), M, y.data());
+        for (int64_t j = 0; j < M * dim_; ++j) xp[j] += y[j];
+        rms_norm(xp, l.ffn_norm, xn.data(), M);
+        linear(l.gate_up, xn.data(), M, a.data());
+        const int64_t hidden = l.gate_up.w.out / 2;
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t j = 0; j < hidden; ++j) {
+                const float g = a[m * 2 * hidden + j], u = a[m * 2 * hidden + hidden + j];
+                hid[m * hidden + j] = g / (1.f + std::exp(-g)) * u;
+            }
+        linear(l.down, hid.data(), M, y.data());
+        for (int64_t j = 0; j < M * dim_; ++j) xp[j] += y[j];
+    }
+    rms_norm(xp, final_norm_, xn.data(), M);
+    auto logits = torch::empty({M, head_.w.out}, x.options());
+    linear(head_, xn.data(), M, logits.data_ptr<float>());
+    return logits;
+}
+
+}  // namespace openafm

@@ -1,0 +1,66 @@
+// One decode step of a dense openafm decoder (any plan of global / sliding / NoPE layers, KV sharing,
+// full or ring caches, float32 or int8 K/V) for B rows of one new token each, run as one C++ call.
+#pragma once
+#include <torch/extension.h>
+
+#include <memory>
+#include <optional>
+
+#include "kernels.h"
+
+namespace openafm {
+
+struct Linear {
+    Weight w;
+    torch::Tensor keep_data, keep_scale, keep_zero;     // keep the tensors the pointers point into
+    torch::Tensor lora_a, lora_b;                        // float32 [r, in], [out, r]; undefined: none
+    float lora_scale = 0.f;
+};
+
+struct Layer {
+    torch::Tensor attn_norm, ffn_norm;                   // float32 [D]
+    bool owns_kv = true, rope = true;
+    int64_t kv_source = 0, window = 0;                  // window 0: global
+    Linear attn_in, attn_out, gate_up, down;            // attn_in: qkv (owner) or q (reader)
+};
+
+struct LayerCache {                                      // the storage of one owner layer
+    torch::Tensor k, v, k_scale, v_scale, pos;           // [B, Hkv, S, Dh] (float or int8), [B, Hkv, S, 1], [B, S]
+    int64_t ring = 0;                                    // ring window (0: full buffer)
+};
+
+class DecodeStep {
+public:
+    DecodeStep(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, double eps, int64_t threads);
+    void add_layer(torch::Tensor attn_norm, torch::Tensor ffn_norm, bool owns_kv, int64_t kv_source, bool rope,
+                   int64_t window, const py::tuple& attn_in, const py::tuple& attn_out, const py::tuple& gate_up,
+                   const py::tuple& down);
+    void set_head(torch::Tensor norm, const py::tuple& head, torch::Tensor cos, torch::Tensor sin_signed);
+    // Per owner layer (None for readers): (k, v, k_scale or None, v_scale or None, pos [B, S], ring).
+    void bind_cache(const py::list& layers);
+    // x [B, D] embedded tokens, positions [B], step = time step being written -> logits [B, V].
+    torch::Tensor step(torch::Tensor x, torch::Tensor positions, int64_t step);
+    int64_t threads() const { return pool_.size(); }
+
+private:
+    void linear(const Linear& l, const float* x, int64_t M, float* y);
+    void attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M, int64_t t0,
+                float* out);
+    void store_kv(int64_t index, const float* qkv, int64_t M, int64_t slot);
+    void rms_norm(const float* x, const torch::Tensor& w, float* y, int64_t M) const;
+    void rope(float* x, int64_t heads, const int64_t* pos, int64_t M, int64_t stride) const;
+
+    int64_t dim_, h_, hkv_, dh_;
+    float eps_;
+    std::vector<Layer> layers_;
+    std::vector<LayerCache> caches_;
+    torch::Tensor final_norm_, cos_, sin_;
+    Linear head_;
+    Pool pool_;
+    QActs qa_;
+    std::vector<float> xs_;
+};
+
+Linear make_linear(const py::tuple& spec);
+
+}  // namespace openafm

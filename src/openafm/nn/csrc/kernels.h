@@ -1,0 +1,89 @@
+// openafm's CPU kernels: matrix-vector products over float32, packed 2/4/8-bit and GGUF block weights
+// (Q8_0, Q4_0, Q4_1 kept as stored), and the thread pool that runs them. AVX2 + FMA + F16C.
+//
+// Every integer kernel first quantizes the activations to int8 per block of 32 (llama.cpp's scheme):
+//   x[i] ~ d_b * q[i] for i in block b, d_b = max|x| / 127.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace openafm {
+
+constexpr int G = 32;   // values per block (activations and weights)
+
+enum class Format : int {
+    F32 = 0,       // float32 [out, in]
+    PACKED = 1,    // pack.py codes [out, in * bits / 8], W = scale[o] * (code - zero[o])
+    Q8_0 = 8,      // 34-byte blocks: f16 d | 32 x int8            W = d * q
+    Q4_0 = 2,      // 18-byte blocks: f16 d | 16 bytes of nibbles  W = d * (q - 8)
+    Q4_1 = 3,      // 20-byte blocks: f16 d | f16 m | nibbles       W = d * q + m
+};
+
+int block_bytes(Format f);   // bytes per 32 weights of a block format
+
+// One weight matrix as the kernels see it (pointers into tensors the caller keeps alive).
+struct Weight {
+    Format format = Format::F32;
+    int bits = 0;                       // PACKED only
+    int64_t out = 0, in = 0, row_bytes = 0;
+    const float* f32 = nullptr;         // F32
+    const uint8_t* data = nullptr;      // PACKED and block formats: [out, row_bytes]
+    const float* scale = nullptr;       // PACKED: [out]
+    const float* zero = nullptr;        // PACKED: [out]
+    bool int8_acts = true;              // block formats: int8 activations (llama.cpp's scheme) or float32
+};
+
+// Activations quantized per block of 32: M rows of n values (padded to n_pad).
+struct QActs {
+    int64_t M = 0, n = 0, nb = 0, n_pad = 0;
+    std::vector<int8_t> q;     // [M, n_pad]
+    std::vector<float> d;      // [M, nb]   block scales
+    std::vector<float> ds;     // [M, nb]   d_b * sum(q in block b)
+    void quantize(const float* x, int64_t rows, int64_t cols);
+};
+
+// Block sums of float activations: xs[m * nb + b] = sum of x[m, 32b .. 32b + 31] (float32 block kernels).
+void block_sums(const float* x, int64_t M, int64_t n, std::vector<float>& xs);
+
+// What a weight's kernel reads besides x: the int8 form `qa`, or the block sums `xs`.
+void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<float>& xs);
+
+// y[m, o] for o in [o0, o1), m < M: from x float [M, in], or from its int8 form `qa` (PACKED, and block
+// formats with int8_acts) or its block sums `xs` (block formats with float32 activations).
+void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
+                 int64_t M, int64_t o0, int64_t o1);
+
+// A fixed set of worker threads for fine-grained parallel work (a decode step runs ~200 regions).
+// Work is claimed in chunks from a shared counter, so a region finishes as soon as its chunks are done:
+// a worker the OS has descheduled (another process holds its core) is simply not waited for, and the
+// region runs on the threads that are running. Idle workers spin briefly, then yield, then sleep: a
+// quiet machine pays no wake-up latency between regions, and a busy one gets its core back (OpenMP's
+// passive policy sleeps at once; its active policy never yields).
+class Pool {
+public:
+    explicit Pool(int threads);
+    ~Pool();
+    int size() const { return n_; }
+    // Run job(begin, end) over chunks covering [0, total) (chunk sizes multiples of `align`).
+    void parallel_range(int64_t total, int64_t align, const std::function<void(int64_t, int64_t)>& job);
+private:
+    void worker();
+    void work(uint64_t generation);
+    int n_;
+    std::vector<std::thread> threads_;
+    const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+    std::atomic<int64_t> total_{0}, chunk_{1}, done_{0};
+    std::atomic<uint64_t> claim_{0};          // generation << 32 | next unclaimed index
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<bool> stop_{false};
+    std::atomic<int> sleepers_{0};
+    std::mutex mutex_;
+    std::condition_variable wake_;
+};
+
+}  // namespace openafm

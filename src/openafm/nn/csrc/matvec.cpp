@@ -1,0 +1,250 @@
+// Matrix-vector kernels (see kernels.h). Each computes y[m, o] = sum_i W[o, i] * x[m, i] for a range of
+// output rows, reading the weight in its stored form.
+#include "kernels.h"
+
+#include <immintrin.h>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace openafm {
+
+int block_bytes(Format f) {
+    switch (f) {
+        case Format::Q8_0: return 34;
+        case Format::Q4_0: return 18;
+        case Format::Q4_1: return 20;
+        default: throw std::invalid_argument("not a block format");
+    }
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float half(const uint8_t* p) {
+    uint16_t h; std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+void QActs::quantize(const float* x, int64_t rows, int64_t cols) {
+    M = rows; n = cols; nb = (cols + G - 1) / G; n_pad = nb * G;
+    q.assign(M * n_pad, 0);
+    d.assign(M * nb, 0.f);
+    ds.assign(M * nb, 0.f);
+    for (int64_t m = 0; m < M; ++m) {
+        for (int64_t b = 0; b < nb; ++b) {
+            const int64_t lo = b * G, hi = std::min<int64_t>(lo + G, n);
+            float amax = 0.f;
+            for (int64_t i = lo; i < hi; ++i) amax = std::max(amax, std::fabs(x[m * n + i]));
+            const float db = amax / 127.f, inv = db > 0.f ? 1.f / db : 0.f;
+            int s = 0;
+            for (int64_t i = lo; i < hi; ++i) {
+                const int v = (int)std::nearbyint(x[m * n + i] * inv);
+                q[m * n_pad + i] = (int8_t)v;
+                s += v;
+            }
+            d[m * nb + b] = db;
+            ds[m * nb + b] = db * (float)s;
+        }
+    }
+}
+
+// 32 unsigned 4-bit codes from 16 bytes: low nibbles are values 0..15, high nibbles 16..31 (ggml and pack.py).
+static inline __m256i nibbles(const uint8_t* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// int32 lanes of sum(u * s) for unsigned bytes u (< 128) and signed bytes s.
+static inline __m256i dot_us(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// int32 lanes of sum(a * b) for signed bytes (|a * b| pairs fit in int16: a, b in [-127, 127]).
+static inline __m256i dot_ss(__m256i a, __m256i b) {
+    return dot_us(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+template <int BITS>
+static inline __m256i unpack_packed(const uint8_t* p) {
+    if constexpr (BITS == 2) {            // 8 bytes -> 32 codes: plane k at bits 2k
+        int64_t w; std::memcpy(&w, p, 8);
+        __m256i v = _mm256_srlv_epi64(_mm256_set1_epi64x(w), _mm256_set_epi64x(6, 4, 2, 0));
+        return _mm256_and_si256(v, _mm256_set1_epi8(3));
+    } else if constexpr (BITS == 4) {
+        return nibbles(p);
+    } else {                              // 32 bytes, offset to signed int8
+        __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        return _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+    }
+}
+
+template <int BITS>
+static void packed_rows(const Weight& w, const QActs& a, float* y, int64_t M, int64_t o0, int64_t o1) {
+    const int64_t nb = a.nb, gbytes = G * BITS / 8;
+    const float zshift = BITS == 8 ? 128.f : 0.f;
+    for (int64_t o = o0; o < o1; ++o) {
+        const uint8_t* wr = w.data + o * w.row_bytes;
+        for (int64_t m = 0; m < M; ++m) {
+            const int8_t* qm = a.q.data() + m * a.n_pad;
+            const float* dm = a.d.data() + m * nb;
+            const float* dsm = a.ds.data() + m * nb;
+            __m256 acc = _mm256_setzero_ps();
+            float xsum = 0.f;
+            for (int64_t b = 0; b < nb; ++b) {
+                const __m256i c = unpack_packed<BITS>(wr + b * gbytes);
+                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qm + b * G));
+                const __m256i p = BITS == 8 ? dot_ss(c, q) : dot_us(c, q);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dm[b]), acc);
+                xsum += dsm[b];
+            }
+            y[m * w.out + o] = w.scale[o] * (hsum(acc) - (w.zero[o] - zshift) * xsum);
+        }
+    }
+}
+
+template <Format F>
+static void block_rows(const Weight& w, const QActs& a, float* y, int64_t M, int64_t o0, int64_t o1) {
+    const int64_t nb = a.nb, bb = block_bytes(F);
+    for (int64_t o = o0; o < o1; ++o) {
+        const uint8_t* wr = w.data + o * w.row_bytes;
+        for (int64_t m = 0; m < M; ++m) {
+            const int8_t* qm = a.q.data() + m * a.n_pad;
+            const float* dm = a.d.data() + m * nb;
+            const float* dsm = a.ds.data() + m * nb;
+            __m256 acc = _mm256_setzero_ps();
+            float extra = 0.f;            // Q4_0: -8 d sum(x); Q4_1: m sum(x)
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t* blk = wr + b * bb;
+                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qm + b * G));
+                const float dw = half(blk);
+                __m256i p;
+                if constexpr (F == Format::Q8_0) {
+                    p = dot_ss(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), q);
+                } else if constexpr (F == Format::Q4_0) {
+                    p = dot_us(nibbles(blk + 2), q);
+                    extra -= 8.f * dw * dsm[b];
+                } else {
+                    p = dot_us(nibbles(blk + 4), q);
+                    extra += half(blk + 2) * dsm[b];
+                }
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * dm[b]), acc);
+            }
+            y[m * w.out + o] = hsum(acc) + extra;
+        }
+    }
+}
+
+void block_sums(const float* x, int64_t M, int64_t n, std::vector<float>& xs) {
+    const int64_t nb = n / G;
+    xs.assign(M * nb, 0.f);
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t b = 0; b < nb; ++b) {
+            float s = 0.f;
+            for (int i = 0; i < G; ++i) s += x[m * n + b * G + i];
+            xs[m * nb + b] = s;
+        }
+}
+
+// 8 codes (bytes) from p -> 8 floats: unsigned nibble values or signed int8.
+static inline __m256 bytes_u8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v8)); }
+static inline __m256 bytes_s8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8)); }
+
+// Block formats times float32 activations: per block, d * sum(q * x) (+ m * sum x, or - 8 d sum x), every
+// product in float32 (no activation rounding; the sum order differs from dequantize-then-matmul).
+template <Format F>
+static void block_rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M,
+                           int64_t o0, int64_t o1) {
+    const int64_t n = w.in, nb = n / G, bb = block_bytes(F);
+    for (int64_t o = o0; o < o1; ++o) {
+        const uint8_t* wr = w.data + o * w.row_bytes;
+        for (int64_t m = 0; m < M; ++m) {
+            const float* xm = x + m * n;
+            const float* xsm = xs.data() + m * nb;
+            __m256 acc = _mm256_setzero_ps();
+            float extra = 0.f;
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t* blk = wr + b * bb;
+                const float* xb = xm + b * G;
+                const float dw = half(blk);
+                __m256 part;
+                if constexpr (F == Format::Q8_0) {
+                    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+                    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
+                    part = _mm256_mul_ps(bytes_s8(lo), _mm256_loadu_ps(xb));
+                    part = _mm256_fmadd_ps(bytes_s8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), part);
+                    part = _mm256_fmadd_ps(bytes_s8(hi), _mm256_loadu_ps(xb + 16), part);
+                    part = _mm256_fmadd_ps(bytes_s8(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), part);
+                } else {
+                    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (F == Format::Q4_1 ? 4 : 2)));
+                    const __m128i mask = _mm_set1_epi8(0x0F);
+                    const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+                    part = _mm256_mul_ps(bytes_u8(lo), _mm256_loadu_ps(xb));
+                    part = _mm256_fmadd_ps(bytes_u8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), part);
+                    part = _mm256_fmadd_ps(bytes_u8(hi), _mm256_loadu_ps(xb + 16), part);
+                    part = _mm256_fmadd_ps(bytes_u8(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), part);
+                    if constexpr (F == Format::Q4_0) extra -= 8.f * dw * xsm[b];
+                    else extra += half(blk + 2) * xsm[b];
+                }
+                acc = _mm256_fmadd_ps(part, _mm256_set1_ps(dw), acc);
+            }
+            y[m * w.out + o] = hsum(acc) + extra;
+        }
+    }
+}
+
+static void f32_rows(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1) {
+    const int64_t n = w.in, n8 = n / 8 * 8;
+    for (int64_t o = o0; o < o1; ++o) {
+        const float* wr = w.f32 + o * n;
+        for (int64_t m = 0; m < M; ++m) {
+            const float* xm = x + m * n;
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+            int64_t i = 0;
+            for (; i + 16 <= n8; i += 16) {
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + i), _mm256_loadu_ps(xm + i), a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + i + 8), _mm256_loadu_ps(xm + i + 8), a1);
+            }
+            for (; i < n8; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + i), _mm256_loadu_ps(xm + i), a0);
+            float s = hsum(_mm256_add_ps(a0, a1));
+            for (; i < n; ++i) s += wr[i] * xm[i];
+            y[m * w.out + o] = s;
+        }
+    }
+}
+
+void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<float>& xs) {
+    if (w.format == Format::F32) return;
+    if (w.format == Format::PACKED || w.int8_acts) qa.quantize(x, M, w.in);
+    else block_sums(x, M, w.in, xs);
+}
+
+void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
+                 int64_t M, int64_t o0, int64_t o1) {
+    if (w.format != Format::F32 && w.format != Format::PACKED && !w.int8_acts) {
+        if (w.format == Format::Q8_0) block_rows_f32<Format::Q8_0>(w, x, xs, y, M, o0, o1);
+        else if (w.format == Format::Q4_0) block_rows_f32<Format::Q4_0>(w, x, xs, y, M, o0, o1);
+        else block_rows_f32<Format::Q4_1>(w, x, xs, y, M, o0, o1);
+        return;
+    }
+    switch (w.format) {
+        case Format::F32: f32_rows(w, x, y, M, o0, o1); return;
+        case Format::Q8_0: block_rows<Format::Q8_0>(w, qa, y, M, o0, o1); return;
+        case Format::Q4_0: block_rows<Format::Q4_0>(w, qa, y, M, o0, o1); return;
+        case Format::Q4_1: block_rows<Format::Q4_1>(w, qa, y, M, o0, o1); return;
+        case Format::PACKED:
+            if (w.bits == 2) packed_rows<2>(w, qa, y, M, o0, o1);
+            else if (w.bits == 4) packed_rows<4>(w, qa, y, M, o0, o1);
+            else if (w.bits == 8) packed_rows<8>(w, qa, y, M, o0, o1);
+            else throw std::invalid_argument("packed weights have 2, 4 or 8 bits");
+            return;
+    }
+}
+
+}  // namespace openafm

@@ -1,0 +1,172 @@
+"""A decode step as one C++ call: the kernels of nn/csrc run every layer of a dense decoder for one
+new token per row, with no per-operator dispatch (csrc/decode_step.cpp).
+
+The eager step (models/decoder.py's modules, one PyTorch operator at a time) costs ~6 ms of dispatch per
+token for a 30-layer model whatever its width (measured: tiny widths, 1 thread), more than llama.cpp's
+whole step for SmolLM2. The fused step reads the same module tree — the same weights, in whatever form
+each layer holds them (float32, packed 2/4/8-bit, GGUF blocks; LoRA factors beside any of them) — and the
+same KVCache buffers, so there is no second model to drift: tests compare its logits and greedy tokens
+with the eager step on every supported family.
+
+What it does not run (the eager step does, and `why_not_fused` says which applies): PT-MoE tracks and
+MoE layers, dtypes other than float32, devices other than the CPU, packed layers set to
+PackedKernel.TORCH, and forwards of more than one token per row (prefill, fast-forwarded tokens).
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+
+import torch
+from torch import nn
+
+from openafm.models.decoder import Decoder
+from openafm.models.plan import AttentionKind, FFNKind
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear
+from openafm.nn.lora import LoRALinear
+from openafm.nn.packed_kernel import KernelUnavailableError, WeightFormat, check_cpu, load_kernel, weight_spec
+from openafm.nn.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
+from openafm.runtime.kv_cache import KVCache
+
+
+class StepKind(enum.Enum):
+    AUTO = "auto"      # fused where the model allows it, eager otherwise (the reason is reported)
+    FUSED = "fused"    # the C++ step; a model it cannot run raises
+    EAGER = "eager"    # the module graph, one PyTorch operator at a time
+
+
+class FusedStepUnsupported(ValueError):
+    """StepKind.FUSED was asked for a model the fused step cannot run (the message says why)."""
+
+
+def why_not_fused(model: nn.Module, cache: KVCache | None = None) -> str | None:
+    """None if the fused step can run this model (and cache); else the reason, in words."""
+    if not isinstance(model, Decoder):
+        return f"{type(model).__name__} runs eagerly (the fused step covers dense Decoder plans)"
+    if any(s.ffn is FFNKind.MOE for s in model.config.layers):
+        return "MoE layers run eagerly"
+    try:
+        check_cpu("the fused decode step", "step=StepKind.EAGER")
+    except KernelUnavailableError as e:
+        return str(e)
+    norm = model.norm.weight
+    if norm.dtype != torch.float32 or norm.device.type != "cpu":
+        return f"the fused step runs float32 on the CPU; this model is {norm.dtype} on {norm.device}"
+    if cache is not None and cache.dtype != torch.float32:
+        return f"the fused step reads a float32 KV cache; this one is {cache.dtype}"
+    try:
+        _plan_specs(model)
+    except FusedStepUnsupported as e:
+        return str(e)
+    return None
+
+
+def linear_spec(module: nn.Module, where: str) -> tuple:
+    """The kernel's description of one linear layer (raises FusedStepUnsupported naming it)."""
+    lora = None
+    if isinstance(module, LoRALinear):
+        lora = (module.lora_A.detach().float(), module.lora_B.detach().float(), module.scale)
+        module = module.base
+    if isinstance(module, BlockLinear):
+        return module.spec(lora)
+    if isinstance(module, PackedLinear):
+        if module.kernel is not PackedKernel.CPU:
+            raise FusedStepUnsupported(f"{where}: packed layers with kernel={module.kernel.value} run eagerly")
+        return weight_spec(WeightFormat.PACKED, module.out_features, module.in_features, module.packed,
+                           bits=module.bits, scale=module.scale, zero=module.zero, lora=lora)
+    if isinstance(module, nn.Linear):
+        if module.bias is not None:
+            raise FusedStepUnsupported(f"{where}: linear layers with a bias run eagerly")
+        if module.weight.dtype != torch.float32:
+            raise FusedStepUnsupported(f"{where}: {module.weight.dtype} weights run eagerly (fused: float32)")
+        return weight_spec(WeightFormat.F32, module.out_features, module.in_features, module.weight.detach(),
+                           lora=lora)
+    raise FusedStepUnsupported(f"{where}: {type(module).__name__} layers run eagerly")
+
+
+def head_spec(model: Decoder) -> tuple:
+    if model.lm_head is not None:
+        return linear_spec(model.lm_head, "lm_head")
+    embed = model.embed
+    if isinstance(embed, (BlockEmbedding, PackedEmbedding)):
+        return linear_spec(embed.table, "embed (tied head)")
+    if isinstance(embed, nn.Embedding) and embed.weight.dtype == torch.float32:
+        w = embed.weight.detach()
+        return weight_spec(WeightFormat.F32, w.shape[0], w.shape[1], w)
+    raise FusedStepUnsupported(f"embed: {type(embed).__name__} as a tied head runs eagerly")
+
+
+def _plan_specs(model: Decoder) -> list:
+    layers = []
+    for i, (spec, block) in enumerate(zip(model.config.layers, model.layers)):
+        attn = block.attn
+        window = spec.window if spec.attention is AttentionKind.SLIDING_ROPE else 0
+        attn_in = attn.qkv if spec.owns_kv else attn.q
+        layers.append((block.attn_norm.weight.detach(), block.ffn_norm.weight.detach(), spec.owns_kv,
+                       -1 if spec.owns_kv else spec.kv_source, spec.attention.uses_rope, window or 0,
+                       linear_spec(attn_in, f"layers.{i}.attn.{'qkv' if spec.owns_kv else 'q'}"),
+                       linear_spec(attn.out, f"layers.{i}.attn.out"),
+                       linear_spec(block.ffn.gate_up, f"layers.{i}.ffn.gate_up"),
+                       linear_spec(block.ffn.down, f"layers.{i}.ffn.down")))
+    return layers
+
+
+def _signature(model: Decoder) -> tuple:
+    """What a built step depends on: the module objects and their tensors' storage, and the thread count."""
+    tensors = [t for _, t in model.named_parameters()] + [t for _, t in model.named_buffers()]
+    return (torch.get_num_threads(), tuple(id(m) for m in model.modules()),
+            tuple((t.data_ptr(), t.dtype) for t in tensors))
+
+
+class FusedDecoder:
+    """The C++ step built over one model's modules; `__call__` runs one token per row through a KVCache."""
+
+    def __init__(self, model: Decoder):
+        c = model.config
+        self.model, self.signature = model, _signature(model)
+        self.native = load_kernel().DecodeStep(c.dim, c.n_heads, c.n_kv_heads, c.attn_head_dim, c.norm_eps,
+                                               torch.get_num_threads())
+        for layer in _plan_specs(model):
+            self.native.add_layer(*layer)
+        self.native.set_head(model.norm.weight.detach(), head_spec(model), model.rope.cos, model.rope.sin_signed)
+        self._bound = None
+
+    def __call__(self, ids: torch.Tensor, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
+        """ids [B, 1], positions [B, 1] -> logits [B, V] (float32); writes the step into `cache`."""
+        if self._bound is None or self._bound() is not cache:
+            self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
+            self._bound = weakref.ref(cache)
+        x = self.model.embed(ids)[:, 0].float()                              # [B, D]
+        step = cache.steps
+        cache.begin(positions)
+        try:
+            logits = self.native.step(x, positions[:, 0], step)
+        finally:
+            cache.end(positions)
+        return logits
+
+
+_BUILT: "weakref.WeakKeyDictionary[nn.Module, FusedDecoder]" = weakref.WeakKeyDictionary()
+
+
+def fused_decoder(model: Decoder) -> FusedDecoder:
+    """The model's fused step, rebuilt when its modules, weights' storage or the thread count changed."""
+    built = _BUILT.get(model)
+    if built is None or built.signature != _signature(model):
+        built = _BUILT[model] = FusedDecoder(model)
+    return built
+
+
+def choose_step(kind: StepKind, model: nn.Module, cache: KVCache) -> tuple[FusedDecoder | None, str]:
+    """-> (the fused step or None for eager, the words the timing line shows)."""
+    if not isinstance(kind, StepKind):
+        raise ValueError(f"step={kind!r} is not a StepKind; use one of {[k.value for k in StepKind]}")
+    if kind is StepKind.EAGER:
+        return None, "eager"
+    reason = why_not_fused(model, cache)
+    if reason is not None:
+        if kind is StepKind.FUSED:
+            raise FusedStepUnsupported(f"step=fused cannot run this model: {reason}")
+        return None, f"eager ({reason})"
+    return fused_decoder(model), "fused"
