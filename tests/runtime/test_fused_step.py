@@ -157,3 +157,15 @@ def test_no_avx2_means_eager_with_the_reason(monkeypatch):
     reason = why_not_fused(make_tiny("smollm2-tiny"))
     assert "needs a CPU with AVX2, FMA and F16C; this CPU reports 'DEFAULT'" in reason
     assert "step=StepKind.EAGER" in reason
+
+
+@pytest.mark.parametrize("name", TINY_PRESETS)
+@pytest.mark.parametrize("chunk", [5, 20])                           # shorter and longer than a window of 16
+def test_chunked_prefill_gives_the_same_tokens(name, chunk):
+    model = make_tiny(name)
+    prompts = [list(range(3, 40)), list(range(50, 61))]              # 37 and 11 tokens, left-padded batch
+    whole, _ = run(model, StepKind.EAGER, new=12, prompts=prompts, prefill_chunk=512)
+    chunked, _ = run(model, StepKind.EAGER, new=12, prompts=prompts, prefill_chunk=chunk)
+    assert chunked == whole
+    with pytest.raises(ValueError, match="prefill_chunk=0 is invalid"):
+        run(model, StepKind.EAGER, new=2, prefill_chunk=0)

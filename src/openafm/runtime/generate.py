@@ -17,6 +17,8 @@ from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
 from openafm.tokenizer.stream import StreamDecoder
 
+PREFILL_CHUNK = 512   # prompt tokens per prefill forward: bounds the attention scores and activations
+
 
 class FinishReason:
     EOS = "eos"          # the model produced an end-of-sequence token
@@ -75,7 +77,8 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                     stats: GenerationStats | None = None, constraint=None,
                     fast_forward: bool = True, cache: KVCache | None = None,
                     kv_storage: KVStorage = KVStorage.NATIVE,
-                    cancel: CancelToken | None = None, step: StepKind = StepKind.AUTO) -> list[Generation]:
+                    cancel: CancelToken | None = None, step: StepKind = StepKind.AUTO,
+                    prefill_chunk: int = PREFILL_CHUNK) -> list[Generation]:
     """Generate up to max_new_tokens for each prompt (lists of token ids); rows finish independently.
 
     constraint: a runtime.constrained.GrammarConstraint for a single prompt: the logits are masked to the
@@ -96,6 +99,9 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
     step: how one-token decode steps run (runtime.fused_step): AUTO takes the fused C++ step where the
     model allows it and says which ran in `stats.step`; FUSED raises where it cannot run; EAGER is the
     module graph. Prefill and multi-token feeds (fast-forwarded tokens) always run the module graph.
+
+    prefill_chunk: a longer prompt is prefilled this many tokens at a time through the cache (the same
+    logits; memory for attention scores and activations stays bounded by the chunk).
     """
     if cache is not None and cache.storage is not kv_storage:
         raise ValueError(f"kv_storage={kv_storage} differs from the continued cache's {cache.storage}")
@@ -107,6 +113,8 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
         raise ValueError("every prompt needs at least one token")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid: use an integer >= 1")
+    if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
+        raise ValueError(f"prefill_chunk={prefill_chunk!r} is invalid: use an integer >= 1")
     if stop and tokenizer is None:
         raise ValueError("stop strings need a tokenizer to decode text")
     window = model.kv_plan.max_seq_len
@@ -139,7 +147,9 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
         cancel.raise_if_cancelled("before the prefill")
     start = time.perf_counter()
     with torch.inference_mode():
-        logits = model(ids, cache=cache, positions=positions, logits=Logits.LAST)[:, -1]   # [B, V]
+        for s in range(0, ids.shape[1], prefill_chunk):
+            logits = model(ids[:, s:s + prefill_chunk], cache=cache, positions=positions[:, s:s + prefill_chunk],
+                           logits=Logits.LAST)[:, -1]                                      # [B, V]
         stats.prefill_seconds = time.perf_counter() - start
         next_pos = positions[:, -1:] + 1                                                   # [B, 1]
         produced = 0
