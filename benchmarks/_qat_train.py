@@ -148,7 +148,7 @@ def smollm2_phase(args, lm, train_ids, heldout, work: Path) -> dict:
         log(f"LoRA recovery rank {args.rank} on the QAT-2-bit base")
         result["recovery"] = recovery_run(base_dir, args.model, train_ids, heldout, args, work)
     if not args.skip_unbalanced:
-        fresh = openafm.load(args.model).model
+        fresh = openafm.load(args.model, weights="float32").model
         fresh.load_state_dict(fp32_state)
         log("QAT 2-bit unbalanced")
         n = min(args.unbalanced_steps or args.steps, args.steps)
@@ -241,7 +241,7 @@ def plot(result: dict, path: str) -> None:
 
 def training_phase(args) -> dict:
     from openafm.eval.texts import english_text
-    lm = openafm.load(args.model)
+    lm = openafm.load(args.model, weights="float32")
     train_ids = torch.tensor(lm.encode(english_text("train")))
     heldout = torch.tensor(lm.encode(english_text("heldout"))[: args.tokens])
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="qat_bench_"))

@@ -155,7 +155,7 @@ def main() -> None:
     from openafm.eval.perplexity import perplexity
     from openafm.eval.texts import english_text
 
-    lm = openafm.load("smollm2-135m-instruct")
+    lm = openafm.load("smollm2-135m-instruct", weights="float32")
     model = lm.model.float().eval()
     result: dict = {"model": "smollm2-135m-instruct", "quality": args.quality,
                     "astc_6x6_nominal_bits_per_weight": ASTC_6X6_NOMINAL}

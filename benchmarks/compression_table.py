@@ -180,7 +180,7 @@ def pullout_row(base, args, train_ids, work: Path, codec: str, quality, n_linear
 def evaluation(args):
     """(the fp32 LanguageModel, held-out ids, quality): quality(model, label) -> {"ppl", "task"} on the
     table's held-out tokens and task items."""
-    lm = openafm.load(MODEL)
+    lm = openafm.load(MODEL, weights="float32")
     heldout = torch.tensor(lm.encode(english_text("heldout"))[: args.tokens])
     items = task_items("arithmetic", args.task_items, seed=0)
 

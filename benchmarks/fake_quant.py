@@ -25,7 +25,7 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=30, help="how many of SmolLM2's 30 layers' matrices to include")
     args = p.parse_args()
     import openafm
-    model = openafm.load("smollm2-135m-instruct").model
+    model = openafm.load("smollm2-135m-instruct", weights="float32").model
     weights = []
     for name, prm in model.named_parameters():
         if prm.ndim != 2:

@@ -68,7 +68,7 @@ def rtn_quantized(model, bits: int, embed_bits: int) -> dict:
 def load_format(fmt: str, artifact: str | None):
     import openafm
     if fmt in ("fp32", "bf16"):
-        return openafm.load("smollm2-135m-instruct", dtype="float32" if fmt == "fp32" else "bfloat16").model
+        return openafm.load("smollm2-135m-instruct", weights="float32" if fmt == "fp32" else "bfloat16").model
     from openafm.checkpoint.compressed import load_compressed
     return load_compressed(artifact)
 
@@ -159,7 +159,7 @@ def main() -> None:
     from openafm.runtime.kv_cache import KVStorage
     threads = torch.get_num_threads()
 
-    lm = openafm.load("smollm2-135m-instruct")
+    lm = openafm.load("smollm2-135m-instruct", weights="float32")
     fp16_bytes = sum(p.numel() * 2 for p in lm.model.parameters())
     tmp = Path(tempfile.mkdtemp(prefix="openafm-lowbit-"))
     artifacts, file_mb = {}, {}

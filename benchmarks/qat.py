@@ -109,7 +109,7 @@ def main() -> None:
         return
     args.tokens, args.context = args.tokens or 8192, args.context or 512
 
-    lm = openafm.load(args.model)
+    lm = openafm.load(args.model, weights="float32")
     model = lm.model
     ids = lm.encode(english_text("heldout"))[: args.tokens]
     if len(ids) < args.tokens:

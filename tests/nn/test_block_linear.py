@@ -84,3 +84,10 @@ def test_bad_shapes_and_formats_raise_naming_them():
     layer = BlockLinear(random_blocks(WeightFormat.Q4_0, 4, 64), WeightFormat.Q4_0, 64)
     with pytest.raises(ValueError, match="input has 32 features, this layer takes 64"):
         layer(torch.zeros(1, 32))
+
+
+def test_gradients_flow_through_a_block_layer_for_few_rows():
+    layer = BlockLinear(random_blocks(WeightFormat.Q4_1, 8, 64), WeightFormat.Q4_1, 64)
+    x = torch.randn(2, 64, requires_grad=True)
+    layer(x).sum().backward()
+    assert torch.allclose(x.grad, layer.weight_dequantized().sum(0).expand(2, 64), atol=1e-5)

@@ -94,3 +94,11 @@ def test_bad_arguments_raise():
         PackedLinear(layer.packed, scale, zero, 3, 32)
     with pytest.raises(ValueError, match="'gpu' is not a valid PackedKernel"):
         PackedLinear.from_codes(codes, scale, zero, 2, kernel="gpu")
+
+
+def test_an_input_that_needs_a_gradient_gets_one_from_the_cpu_kind():
+    codes, scale, zero = rtn_codes(torch.randn(16, 64), 4)
+    layer = PackedLinear.from_codes(codes, scale, zero, 4, kernel=PackedKernel.CPU)
+    x = torch.randn(1, 64, requires_grad=True)                 # one row: the kernel's size, but no backward there
+    layer(x).sum().backward()
+    assert torch.allclose(x.grad, layer.weight_dequantized().sum(0, keepdim=True), atol=1e-5)

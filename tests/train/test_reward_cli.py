@@ -153,7 +153,7 @@ def test_an_interrupted_fit_resumes_to_the_same_weights(tmp_path, base, tokenize
 
 @pytest.mark.real_model
 def test_on_the_default_model_the_cached_prefix_and_the_saved_file_give_the_full_forward(tmp_path):
-    lm = openafm.load(DEFAULT_MODEL)
+    lm = openafm.load(DEFAULT_MODEL, weights="float32")
     fingerprint = weights_fingerprint(lm.model)
     torch.manual_seed(0)
     model = RewardModel(lm.model, 3)

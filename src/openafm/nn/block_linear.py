@@ -52,7 +52,8 @@ class BlockLinear(nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"input has {x.shape[-1]} features, this layer takes {self.in_features}")
         rows = x.numel() // self.in_features
-        if rows <= KERNEL_MAX_ROWS and x.device.type == "cpu":
+        # The kernels have no backward: an input that needs a gradient takes the differentiable path.
+        if rows <= KERNEL_MAX_ROWS and x.device.type == "cpu" and not (x.requires_grad and torch.is_grad_enabled()):
             flat = x.reshape(rows, self.in_features).float()                  # [M, in]
             return matvec(flat, self.spec()).view(*x.shape[:-1], self.out_features)
         return F.linear(x.float(), self.weight_dequantized())

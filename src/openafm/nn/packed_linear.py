@@ -57,7 +57,9 @@ def packed_matmul(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, ze
     if x.shape[-1] != in_features:
         raise ValueError(f"input has {x.shape[-1]} features, this layer takes {in_features}")
     rows = x.numel() // in_features
-    if kernel is PackedKernel.CPU and rows <= KERNEL_MAX_ROWS and x.device.type == "cpu":
+    # The kernel has no backward: an input that needs a gradient takes the differentiable path.
+    needs_grad = x.requires_grad and torch.is_grad_enabled()
+    if kernel is PackedKernel.CPU and rows <= KERNEL_MAX_ROWS and x.device.type == "cpu" and not needs_grad:
         flat = x.reshape(rows, in_features).float().contiguous()            # [M, in]
         return packed_matvec(flat, packed, scale, zero, bits, in_features).view(*x.shape[:-1], -1)
     return F.linear(x.float(), dequantize(packed, scale, zero, bits, in_features))
