@@ -32,7 +32,8 @@ class ForwardCounter:
     def __init__(self, session: fm.LanguageModelSession):
         self.count, self._waits = 0, []
         self._loop = asyncio.get_running_loop()
-        self._handle = session.model.language_model().model.register_forward_hook(self._hook)
+        # The embedding runs once per forward pass, in the module graph and in the fused decode step alike.
+        self._handle = session.model.language_model().model.embed.register_forward_hook(self._hook)
 
     def _hook(self, *_):
         self.count += 1

@@ -16,6 +16,7 @@ PackedKernel.TORCH, and forwards of more than one token per row (prefill, fast-f
 from __future__ import annotations
 
 import enum
+import threading
 import weakref
 
 import torch
@@ -131,19 +132,21 @@ class FusedDecoder:
             self.native.add_layer(*layer)
         self.native.set_head(model.norm.weight.detach(), head_spec(model), model.rope.cos, model.rope.sin_signed)
         self._bound = None
+        self._lock = threading.Lock()      # one step at a time: the native step binds one cache (GIL released)
 
     def __call__(self, ids: torch.Tensor, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
         """ids [B, 1], positions [B, 1] -> logits [B, V] (float32); writes the step into `cache`."""
-        if self._bound is None or self._bound() is not cache:
-            self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
-            self._bound = weakref.ref(cache)
         x = self.model.embed(ids)[:, 0].float()                              # [B, D]
-        step = cache.steps
-        cache.begin(positions)
-        try:
-            logits = self.native.step(x, positions[:, 0], step)
-        finally:
-            cache.end(positions)
+        with self._lock:
+            if self._bound is None or self._bound() is not cache:
+                self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
+                self._bound = weakref.ref(cache)
+            step = cache.steps
+            cache.begin(positions)
+            try:
+                logits = self.native.step(x, positions[:, 0], step)
+            finally:
+                cache.end(positions)
         return logits
 
 

@@ -5,11 +5,14 @@
 #include <immintrin.h>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "decode_step.h"
 #include "kernels.h"
 
 namespace openafm {
+
+static std::mutex shared_mutex;   // guards the shared pool: one matvec region at a time
 
 static Pool& shared_pool(int threads) {
     static std::unique_ptr<Pool> pool;
@@ -31,6 +34,7 @@ torch::Tensor matvec(torch::Tensor x, const py::tuple& spec, int64_t threads) {
     prepare(l.w, x.data_ptr<float>(), M, qa, xs);
     const float* xp = x.data_ptr<float>();
     float* yp = y.data_ptr<float>();
+    std::lock_guard<std::mutex> lock(shared_mutex);
     shared_pool((int)threads).parallel_range(l.w.out, 8, [&](int64_t o0, int64_t o1) {
         matvec_rows(l.w, xp, qa, xs, yp, M, o0, o1);
     });
@@ -88,6 +92,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         .def("add_layer", &DecodeStep::add_layer)
         .def("set_head", &DecodeStep::set_head)
         .def("bind_cache", &DecodeStep::bind_cache)
-        .def("step", &DecodeStep::step)
+        .def("step", &DecodeStep::step, py::call_guard<py::gil_scoped_release>())
         .def_property_readonly("threads", &DecodeStep::threads);
 }

@@ -77,6 +77,7 @@ void DecodeStep::set_head(torch::Tensor norm, const py::tuple& head, torch::Tens
 
 void DecodeStep::bind_cache(const py::list& layers) {
     TORCH_CHECK((int64_t)layers.size() == (int64_t)layers_.size(), "one cache entry per layer");
+    std::lock_guard<std::mutex> lock(busy_);
     caches_.assign(layers.size(), LayerCache{});
     for (size_t i = 0; i < layers.size(); ++i) {
         if (layers[i].is_none()) continue;
@@ -221,6 +222,7 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
 torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
     TORCH_CHECK(x_in.dtype() == torch::kFloat32 && x_in.dim() == 2 && x_in.size(1) == dim_, "x must be float32 [B, D]");
     TORCH_CHECK(!caches_.empty(), "bind_cache before step");
+    std::lock_guard<std::mutex> lock(busy_);
     auto x = x_in.contiguous().clone();
     const int64_t M = x.size(0), H = h_ * dh_, KV = hkv_ * dh_;
     auto pos = positions.to(torch::kInt64).contiguous();

@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "kernels.h"
@@ -57,6 +58,7 @@ private:
     torch::Tensor final_norm_, cos_, sin_;
     Linear head_;
     Pool pool_;
+    std::mutex busy_;                                   // one step at a time (scratch buffers, pool)
     QActs qa_;
     std::vector<float> xs_;
 };
