@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
 from tiny import make_tiny
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
