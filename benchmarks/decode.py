@@ -61,6 +61,12 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def rss_over_file_plus_kv(row: dict, file_bytes: int) -> float:
+    """What loading and a few decode steps left resident (VmRSS after minus before the load) over the GGUF file's
+    size plus the KV cache those steps used."""
+    return row["model_rss_bytes"] / (file_bytes + row["kv_cache_bytes"])
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--tokens", type=int, default=64, help="new tokens per generation (exactly; EOS is ignored)")
@@ -163,8 +169,9 @@ def main() -> None:
         "bound_tok_s": {name: bandwidth / b for name, b in bytes_per_token.items()},
         "fraction_of_bound": {name: rate(name) * bytes_per_token[name] / bandwidth for name in quiet},
         "rss": rss,
-        "native_rss_over_file_plus_kv": (native_rss["model_rss_bytes"] / (file_bytes + native_rss["kv_cache_bytes"])
-                                         if native_rss else None),
+        "native_rss_over_file_plus_kv": rss_over_file_plus_kv(native_rss, file_bytes) if native_rss else None,
+        "rss_over_file_plus_kv": {name: rss_over_file_plus_kv(row, file_bytes) for name, row in rss.items()
+                                  if "kv_cache_bytes" in row},
         "greedy_agreement_vs_fp32": agreement,
         # kept from the script's earlier output
         "ratio_decode_fp32_openafm_over_transformers": _ratio(rate("openafm_fp32"), base),
