@@ -11,7 +11,10 @@ agreement of each openafm format (and llama.cpp) with openafm fp32.
 
 openafm native weights (`openafm.load(..., weights="native")`) are measured when openafm.load accepts weights=;
 until then `native_available` is false and the native figures are null. llama.cpp (llama-cpp-python, built by
-`make bench-deps`; never a runtime dependency) is measured when importable, else its figures are null.
+`make bench-deps`; never a runtime dependency) is measured when importable, else its figures are null. It runs in
+this process, after openafm set OMP_WAIT_POLICY=PASSIVE (unless the environment chose), so its OpenMP threads
+sleep when idle as openafm's do (`omp_wait_policy` in the output); on this 2-core machine, in separate processes,
+its quiet decode and 512-token prefill were the same with the policy unset (spinning): ~150-160 tok/s, ~1.24 s.
 
     python benchmarks/decode.py --json --repeats 3
 """
