@@ -76,7 +76,7 @@ def main() -> None:
     p.add_argument("--long-prompt", type=int, default=512, help="tokens of the long prompt (default 512)")
     p.add_argument("--agreement-tokens", type=int, default=32, help="greedy tokens per agreement prompt")
     args = p.parse_args()
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     threads = torch.get_num_threads()
     gguf = default_gguf_path()
 
@@ -184,6 +184,7 @@ def main() -> None:
         "targets": TARGETS,
     }
     out["wall_seconds"] = time.perf_counter() - start
+    out["loadavg_1min"] = {"start": load_start, "end": os.getloadavg()[0]}   # others' work on this machine
     emit(out, args.json)
 
 

@@ -87,7 +87,7 @@ async def measure(model: fm.SystemLanguageModel, repeats: int) -> dict:
 def main() -> None:
     p = parser(__doc__)
     args = p.parse_args()
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     models, unavailable = system_models()
     for fmt, why in unavailable.items():
         log(f"  {fmt}: asked by name: not available: {why}")
@@ -102,6 +102,7 @@ def main() -> None:
             unavailable.pop(label, None)
         out[label] = {"asked_by": how, **row}
     out["wall_seconds"] = time.perf_counter() - start
+    out["loadavg_1min"] = {"start": load_start, "end": os.getloadavg()[0]}   # others' work on this machine
     emit(out, args.json)
 
 
