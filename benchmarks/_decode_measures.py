@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import select
 import subprocess
 import sys
 import time
@@ -24,7 +25,8 @@ MODEL = "smollm2-135m-instruct"
 
 class Weights(enum.Enum):
     """What `openafm.load(MODEL, weights=...)` is asked for. DEFAULT passes no weights= at all."""
-    NATIVE = "native"              # the GGUF's Q4_1 / Q8_0 blocks kept in memory
+    NATIVE = "native"              # the GGUF's Q4_1 / Q8_0 blocks kept in memory, float32 activations
+    NATIVE_INT8 = "native-int8"    # the same blocks, activations rounded to int8 per block (as llama.cpp does)
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"
     DEFAULT = "default"
@@ -36,6 +38,9 @@ class WeightsUnavailable(Exception):
 
 # Before openafm.load takes weights=, float32 and bfloat16 are reachable through dtype=; native is not.
 _DTYPE_BEFORE_WEIGHTS = {Weights.FLOAT32: "float32", Weights.BFLOAT16: "bfloat16"}
+# What weight_format reads from the loaded model, per format asked for (both native kinds hold uint8 blocks).
+HELD = {Weights.NATIVE: "native", Weights.NATIVE_INT8: "native", Weights.FLOAT32: "float32",
+        Weights.BFLOAT16: "bfloat16"}
 
 
 def load(weights: Weights, name: str = MODEL):
@@ -54,8 +59,8 @@ def load(weights: Weights, name: str = MODEL):
         dtype = _DTYPE_BEFORE_WEIGHTS[weights]
         lm, how = openafm.load(name, dtype=dtype), f"openafm.load(name, dtype={dtype!r}) (no weights= yet)"
     held = weight_format(lm.model)
-    if held != weights.value:
-        raise RuntimeError(f"{how} holds {held} weights, not the {weights.value} this variant measures")
+    if held != HELD[weights]:
+        raise RuntimeError(f"{how} holds {held} weights, not the {HELD[weights]} this variant measures")
     return lm, how
 
 
@@ -140,20 +145,29 @@ def agreement(a: list[int], b: list[int]) -> Agreement:
 
 
 class Competitor(enum.Enum):
-    """The CPU-bound process beside the contended measurement: one thread, for as long as it runs."""
-    BUSY_LOOP = "while True: pass"
-    MATMUL = ("import torch; torch.set_num_threads(1); a = torch.randn(512, 512)\nwhile True: a @ a")
+    """The CPU-bound process beside the contended measurement: one thread, for as long as it runs. Each says
+    `ready` once its loop is about to start."""
+    BUSY_LOOP = "print('ready', flush=True)\nwhile True: pass"
+    MATMUL = ("import torch; torch.set_num_threads(1); a = torch.randn(512, 512)\nprint('ready', flush=True)\n"
+              "while True: a @ a")
 
 
 @contextlib.contextmanager
-def competing_process(kind: Competitor = Competitor.BUSY_LOOP, settle_s: float = 1.0) -> Iterator[int]:
-    """Run one CPU-bound process for the body of the with-block; stop it (and wait for it) after. -> its pid."""
-    proc = subprocess.Popen([sys.executable, "-c", kind.value], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def competing_process(kind: Competitor = Competitor.BUSY_LOOP, settle_s: float = 0.5,
+                      start_timeout_s: float = 120.0) -> Iterator[int]:
+    """Run one CPU-bound process for the body of the with-block (from `settle_s` after it says it is ready);
+    stop it (and wait for it) after. -> its pid."""
+    proc = subprocess.Popen([sys.executable, "-c", kind.value], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
     try:
+        ready, _, _ = select.select([proc.stdout], [], [], start_timeout_s)
+        line = proc.stdout.readline() if ready else ""
+        if line.strip() != "ready":
+            raise RuntimeError(f"the competing process ({kind.name}) did not start its loop within "
+                               f"{start_timeout_s} s (exit code {proc.poll()}, said {line!r})")
         time.sleep(settle_s)
-        if proc.poll() is not None:
-            raise RuntimeError(f"the competing process ({kind.name}) exited with {proc.returncode} before measuring")
         yield proc.pid
     finally:
         proc.kill()
         proc.wait()
+        proc.stdout.close()

@@ -9,8 +9,9 @@ decode beside one competing CPU-bound process that the script starts and stops (
 llama.cpp), resident memory per format (one fresh process each, benchmarks/_decode_rss.py), and greedy-token
 agreement of each openafm format (and llama.cpp) with openafm fp32.
 
-openafm native weights (`openafm.load(..., weights="native")`) are measured when openafm.load accepts weights=;
-until then `native_available` is false and the native figures are null. llama.cpp (llama-cpp-python, built by
+openafm native weights (`openafm.load(..., weights="native")`, and "native-int8": int8 activations as llama.cpp
+uses) are measured when openafm.load accepts weights=; until then `native_available` is false and the native
+figures are null. llama.cpp (llama-cpp-python, built by
 `make bench-deps`; never a runtime dependency) is measured when importable, else its figures are null. It runs in
 this process, after openafm set OMP_WAIT_POLICY=PASSIVE (unless the environment chose), so its OpenMP threads
 sleep when idle as openafm's do (`omp_wait_policy` in the output); on this 2-core machine, in separate processes,
@@ -54,8 +55,9 @@ from _decode_measures import (
 )
 from openafm.checkpoint.packaged import default_gguf_path
 
-FORMATS = (Weights.NATIVE, Weights.FLOAT32, Weights.BFLOAT16)
-NAMES = {Weights.NATIVE: "openafm_native", Weights.FLOAT32: "openafm_fp32", Weights.BFLOAT16: "openafm_bf16"}
+FORMATS = (Weights.NATIVE, Weights.NATIVE_INT8, Weights.FLOAT32, Weights.BFLOAT16)
+NAMES = {Weights.NATIVE: "openafm_native", Weights.NATIVE_INT8: "openafm_native_int8",
+         Weights.FLOAT32: "openafm_fp32", Weights.BFLOAT16: "openafm_bf16"}
 TARGETS = {"ratio_vs_llamacpp": 0.8, "fp32_ratio_vs_transformers": 1.5, "contended_over_quiet": 0.45,
            "ttft_long_native_over_llamacpp": 1.0, "native_rss_over_file_plus_kv": 1.3}
 
@@ -156,6 +158,7 @@ def main() -> None:
         **summary,
         "ratio_vs_llamacpp": _ratio(rate("openafm_native"), rate("llama_cpp_q4_1")),
         "ratio_vs_llamacpp_long_prompt": _ratio(rate("openafm_native", "long"), rate("llama_cpp_q4_1", "long")),
+        "native_int8_ratio_vs_llamacpp": _ratio(rate("openafm_native_int8"), rate("llama_cpp_q4_1")),
         "fp32_ratio_vs_transformers": _ratio(rate("openafm_fp32"), base),
         "ttft_long_native_over_llamacpp": _ratio(ttft("openafm_native", "long"), ttft("llama_cpp_q4_1", "long")),
         "ttft_long_ms": {name: quiet[name]["long"]["ttft_ms"] for name in quiet},

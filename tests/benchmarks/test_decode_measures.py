@@ -153,8 +153,17 @@ def _cpu_seconds(pid: int) -> float:
 
 @pytest.mark.parametrize("kind", list(M.Competitor))
 def test_the_competing_process_burns_cpu_while_held_and_is_gone_after(kind):
-    with M.competing_process(kind, settle_s=0.5) as pid:
+    with M.competing_process(kind, settle_s=0.2) as pid:
         before = _cpu_seconds(pid)
         time.sleep(0.5)
         assert _cpu_seconds(pid) - before >= 0.1             # busy even on a shared 2-core machine
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_both_native_kinds_expect_blocks_and_a_float_request_answered_with_blocks_raises(monkeypatch):
+    monkeypatch.setattr(M.openafm, "load", lambda name, *, weights: SimpleNamespace(model=_Blocks()))
+    for kind in (M.Weights.NATIVE, M.Weights.NATIVE_INT8):
+        lm, how = M.load(kind)
+        assert M.weight_format(lm.model) == "native" and f"weights={kind.value!r}" in how
+    with pytest.raises(RuntimeError, match="holds native weights, not the float32"):
+        M.load(M.Weights.FLOAT32)
