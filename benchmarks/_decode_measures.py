@@ -121,10 +121,10 @@ def parse_proc_status(text: str) -> dict[str, int]:
 
 
 def resident_bytes() -> dict[str, int]:
-    """VmRSS (now) and VmHWM (peak) of this process, in bytes."""
+    """VmRSS (now), VmHWM (peak), and VmRSS's anonymous and file-backed (mapped files) parts, in bytes."""
     with open("/proc/self/status") as f:
         status = parse_proc_status(f.read())
-    return {"rss": status["VmRSS"], "hwm": status["VmHWM"]}
+    return {"rss": status["VmRSS"], "hwm": status["VmHWM"], "anon": status["RssAnon"], "file": status["RssFile"]}
 
 
 @dataclass(frozen=True)

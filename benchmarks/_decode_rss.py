@@ -49,7 +49,9 @@ def llama_cpp_memory(tokens: int, threads: int) -> dict:
 def _rows(before: dict, loaded: dict, after: dict) -> dict:
     return {"rss_before_load_bytes": before["rss"], "rss_after_load_bytes": loaded["rss"],
             "rss_after_generate_bytes": after["rss"], "hwm_bytes": after["hwm"],
-            "model_rss_bytes": after["rss"] - before["rss"], "model_peak_bytes": after["hwm"] - before["rss"]}
+            "model_rss_bytes": after["rss"] - before["rss"], "model_peak_bytes": after["hwm"] - before["rss"],
+            "model_rss_anon_bytes": after["anon"] - before["anon"],     # heap: tensors, caches
+            "model_rss_file_bytes": after["file"] - before["file"]}     # mapped files: the GGUF if kept mapped
 
 
 def main() -> None:

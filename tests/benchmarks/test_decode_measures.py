@@ -58,6 +58,7 @@ def test_resident_peak_matches_getrusage():
     assert held.sum().item() == held.numel()
     assert abs(now["hwm"] - peak_rusage) <= 0.02 * peak_rusage
     assert 64 * 2**20 < now["rss"] <= now["hwm"]
+    assert now["anon"] > 64 * 2**20 and now["anon"] + now["file"] <= now["rss"]     # RssShmem is the rest
 
 
 def _naive_agreement(a, b):
