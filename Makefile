@@ -13,7 +13,7 @@ DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortun
 	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base ninja-build
 APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends
 
-.PHONY: demo test setup data clean
+.PHONY: demo test setup data clean bench-deps
 
 setup: $(STAMP)
 
@@ -44,6 +44,14 @@ demo: $(STAMP)
 # The curated corpus (report §3.1): 25 local sources -> extraction, language id, dedup, filters, PII, profanity.
 data: $(STAMP)
 	$(VENV)/bin/openafm data build --out data/
+
+# Benchmark-only (never a runtime dependency): llama.cpp as the outside anchor of benchmarks/decode.py, built
+# from llama-cpp-python's PyPI source distribution for this CPU (a prebuilt wheel targets a generic one); not in setup.
+LLAMA_CPP_PYTHON := 0.3.36
+bench-deps: $(STAMP)
+	$(PY) -c 'import llama_cpp, sys; sys.exit(llama_cpp.__version__ != "$(LLAMA_CPP_PYTHON)")' 2>/dev/null || \
+		CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install --disable-pip-version-check --no-binary llama-cpp-python \
+		llama-cpp-python==$(LLAMA_CPP_PYTHON)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

