@@ -10,6 +10,8 @@ prefill dequantizes one matrix at a time.
 from __future__ import annotations
 
 import collections
+import ctypes
+import gc
 from pathlib import Path
 
 import torch
@@ -35,9 +37,13 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
     config = config_from_hf(hf_config, str(path))
     formats = _openafm_formats(kept, config.n_layers, str(path))
     state = state_dict_from_hf(hf_sd, config, str(path))
+    fused = {name for name in formats if name.endswith(("attn.qkv.weight", "ffn.gate_up.weight"))}
     model = build_model(config, device="meta")
     for name, fmt in formats.items():
+        # A copy, unless fusing q/k/v or gate/up already made one: the model owns its bytes, not the mapping.
         blocks = state.pop(name)                                          # uint8 [out, row bytes]
+        if name not in fused:
+            blocks = blocks.clone()
         original = model.get_submodule(module_path(name))
         in_features = original.weight.shape[1]
         layer = (BlockEmbedding(blocks, fmt, in_features, activations) if isinstance(original, torch.nn.Embedding)
@@ -50,7 +56,19 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
                               f"unexpected {unexpected[:5]}")
     counts = collections.Counter(t.name for t in kept.values())
     counts["F32"] = sum(1 for v in hf_sd.values() if v.dtype == torch.float32)
+    del hf_sd, state
+    release_free_memory()
     return model, ", ".join(f"{k} x {v}" for k, v in counts.most_common())
+
+
+def release_free_memory() -> None:
+    """Hand the load's freed buffers back to the OS (glibc keeps freed heap pages otherwise; measured:
+    ~30 MB of a 96 MB model). A no-op where the C library has no malloc_trim."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):
+        pass
 
 
 def _openafm_formats(kept: dict[str, GGMLType], n_layers: int, source: str) -> dict[str, WeightFormat]:

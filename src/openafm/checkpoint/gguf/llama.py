@@ -56,7 +56,8 @@ def load_llama_gguf(path: str | os.PathLike,
 def load_llama_gguf_blocks(path: str | os.PathLike, keep: frozenset[GGMLType]
                            ) -> tuple[dict[str, torch.Tensor], dict[str, Any], dict[str, GGMLType]]:
     """Like load_llama_gguf, but matrices stored in a type of `keep` stay as stored: uint8 rows
-    [out, in / block * block bytes] (a copy of the file's bytes, rows un-permuted like the float path).
+    [out, in / block * block bytes] (views of the read-only file mapping: copy before writing; the Q/K
+    rows are un-permuted copies, like the float path).
     -> (state dict, config, {name: type} of the tensors kept as blocks); the rest is float32."""
     return _load(path, torch.float32, keep)
 
@@ -73,7 +74,7 @@ def _load(path, dtype: torch.dtype, keep: frozenset[GGMLType]):
         for gguf_name, name in names.items():
             info = gguf.info(gguf_name)
             if info.type in keep and len(info.shape) == 2:
-                weight = gguf.raw(gguf_name).view(info.torch_shape[0], -1).clone()   # uint8 [out, row bytes]
+                weight = gguf.raw(gguf_name).view(info.torch_shape[0], -1)   # uint8 [out, row bytes], the mapping
                 kept[name] = info.type
             else:
                 weight = gguf.dequantize(gguf_name)                                 # [out, in] float32
