@@ -57,19 +57,19 @@ class Actors:
     def start(cls, config: RLConfig, *, max_staleness: int) -> Actors:
         """The actors of one run; max_staleness: the tickets' bound (0 for the synchronous schedule)."""
         a = config.asynchronous
-        updater = ray.remote(PolicyUpdater).options(num_cpus=a.updater_cpus).remote(
-            config, threads=a.updater_threads)
-        sizes = ray.get(updater.pool_sizes.remote())
         buffer = ReplayBuffer(capacity=a.buffer_capacity, k=config.rloo.k, max_staleness=max_staleness,
                               sampling=a.sampling)
-        tickets = Tickets(pool_sizes=sizes, weights=[s.weight for s in config.prompt_sets], seed=config.seed,
-                          prompts_per_batch=config.prompts_per_step, max_staleness=max_staleness)
-        coordinator = ray.remote(Coordinator).options(num_cpus=0).remote(buffer, tickets)
+        coordinator = ray.remote(Coordinator).options(num_cpus=0).remote(buffer)
         params = ray.remote(ParameterServer).options(num_cpus=0).remote()
-        ray.get(updater.attach.remote(coordinator, params))
+        updater = ray.remote(PolicyUpdater).options(num_cpus=a.updater_cpus).remote(
+            config, threads=a.updater_threads)
         generators = [ray.remote(TrajectoryGenerator).options(num_cpus=a.generator_cpus, max_restarts=a.max_restarts)
                       .remote(config, replica=i, coordinator=coordinator, params=params, threads=a.generator_threads)
-                      for i in range(a.generators)]
+                      for i in range(a.generators)]                   # they load while the updater does
+        sizes = ray.get(updater.pool_sizes.remote())
+        tickets = Tickets(pool_sizes=sizes, weights=[s.weight for s in config.prompt_sets], seed=config.seed,
+                          prompts_per_batch=config.prompts_per_step, max_staleness=max_staleness)
+        ray.get([coordinator.attach_tickets.remote(tickets), updater.attach.remote(coordinator, params)])
         return cls(coordinator, params, updater, generators)
 
     def handles(self) -> list[ray.actor.ActorHandle]:

@@ -16,8 +16,12 @@ from openafm.rl.tickets import Ticket, Tickets
 
 
 class Coordinator:
-    def __init__(self, buffer: ReplayBuffer, tickets: Tickets):
+    def __init__(self, buffer: ReplayBuffer, tickets: Tickets | None = None):
+        """tickets may come later (attach_tickets: their pool sizes are known once a policy actor has loaded)."""
         self.buffer, self.tickets = buffer, tickets
+
+    def attach_tickets(self, tickets: Tickets) -> None:
+        self.tickets = tickets
 
     def issue(self, *, generator: int, version: int) -> Ticket | None:
         lost = self.buffer.stats.stale_dropped + self.buffer.stats.evicted

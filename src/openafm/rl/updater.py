@@ -79,8 +79,9 @@ class PolicyUpdater:
                "staleness_mean": sum(staleness) / len(staleness), "staleness_max": max(staleness)}
         for s in sorted(set(staleness)):
             out[f"staleness/{s}"] = staleness.count(s)
+        sets = [g.set_index for g in groups for _ in g.rows]
         for i, s in enumerate(c.prompt_sets):
-            mine = [r for g in groups if g.set_index == i for r in g.rewards]
+            mine = [float(r) for r, k in zip(rewards, sets) if k == i]              # as RLRun: float32 values
             if mine:
                 out[f"reward/{s.name}"] = sum(mine) / len(mine)
         return out
