@@ -122,6 +122,8 @@ def test_async_cli_bounds_staleness_and_accounts_for_every_group(ray_session, fi
     for key in ("buffer_depth", "stale_dropped", "tg_tokens_per_s", "tg_idle_share", "pu_idle_share", "pu_step_s",
                 "publish_s", "reward/echo", "staleness_mean"):
         assert key in records[-1], key
+    assert main(["plot", str(files / "async1")]) == 0                  # 9 panels: RLRun's 6 and the async 3
+    assert (files / "async1" / "curves.png").stat().st_size > 10_000
 
 
 def test_a_killed_generator_is_restarted_and_the_run_makes_every_update(ray_session, files):

@@ -59,6 +59,7 @@ class AsyncRLRun:
         self.tokens = self.batches = self.pulls = self.generator_deaths = 0
         self.window_tokens, self.window_s = 0, 0.0
         self.publish_s: list[float] = []
+        self.eval_s = 0.0
         self.pids: list[int] = []
 
     def run(self, *, resume: bool = False, stop_after: int | None = None) -> dict:
@@ -99,7 +100,9 @@ class AsyncRLRun:
             updates = self._async_updates(target) if self.schedule is Schedule.ASYNC else self._sync_updates(target)
             for record in updates:
                 if self.step % c.heldout.every == 0 or self.step == c.steps:
+                    began = time.perf_counter()
                     after = ray.get(pu.evaluate.remote())
+                    self.eval_s += time.perf_counter() - began
                     record.update(after)
                 log.write(record)
                 bar.update(1)
@@ -110,7 +113,7 @@ class AsyncRLRun:
         finally:
             bar.close()
             log.close()
-        self.wall_s = time.perf_counter() - self.t0
+        self.wall_s = time.perf_counter() - self.t0 - self.eval_s          # training only: held-out evals apart
         if self.step < c.steps:
             return {"stopped_at": self.step}
         summary = ray.get(pu.finish.remote(before, after if after is not None else ray.get(pu.evaluate.remote())))
@@ -186,7 +189,7 @@ class AsyncRLRun:
         buffer = ray.get(self.actors.coordinator.summary.remote())
         n_tg, wall = len(self.actors.generators), self.wall_s
         k, p = self.config.rloo.k, self.config.prompts_per_step
-        return {"schedule": self.schedule.value, "generators": n_tg, "wall_s": wall,
+        return {"schedule": self.schedule.value, "generators": n_tg, "wall_s": wall, "heldout_eval_s": self.eval_s,
                 "trajectories_per_s": self.step * p * k / wall if wall else 0.0,
                 "tg_tokens_per_s": self.tokens / self.generate_s if self.generate_s else 0.0,
                 "tg_idle_share": max(0.0, 1 - self.generate_s / (n_tg * wall)) if wall else 0.0,
