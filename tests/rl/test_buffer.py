@@ -1,23 +1,28 @@
-"""The asynchronous RL system's bookkeeping without Ray: the replay buffer (staleness drops counted, groups kept
-whole, FIFO / freshest order, eviction, duplicates, state), the tickets' staleness gate and re-issue, and the
-parameter server's full and LoRA-only weights."""
+"""The asynchronous RL system's pieces without Ray: the replay buffer (staleness drops counted, groups kept whole,
+FIFO / freshest order, eviction, duplicates, state), the tickets' staleness gate and re-issue, the parameter
+server's full and LoRA-only weights, and the updater's importance ratio on stale groups."""
 
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 import torch
 
+from openafm.checkpoint.native import save_checkpoint
 from openafm.errors import CheckpointError, ConfigError
 from openafm.nn.lora import apply_lora
 from openafm.rl.buffer import ReplayBuffer, Sampling, TrajectoryGroup
+from openafm.rl.config import RLConfig
 from openafm.rl.coordinator import Coordinator
+from openafm.rl.generator import TrajectoryGenerator
 from openafm.rl.params import ParameterServer, WeightSet, load_published, publishable
 from openafm.rl.rollout import Row
 from openafm.rl.run import PromptMixture
 from openafm.rl.tickets import Tickets
+from openafm.rl.updater import PolicyUpdater
 from tiny import make_tiny
 
 K = 3
@@ -189,3 +194,37 @@ def test_parameter_server_publishes_all_weights_or_only_the_lora():
     assert server.version() == 3 and server.latest()[:3] == (3, ["ref"], WeightSet.TRAINABLE)
     with pytest.raises(ValueError, match="versions only grow"):
         server.publish(2, ["old"], kind)
+
+
+def test_updater_ratio_is_to_the_behaviour_policy_and_exactly_1_when_fresh(tmp_path, tokenizer):
+    """A generator's groups trained on twice: fresh (ratio 1, nothing clipped), then one version stale, where the
+    ratio is pi_now / pi_behaviour, checked against a naive one-row-at-a-time forward pass."""
+    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=256)
+    save_checkpoint(tmp_path / "base", model.config, model.state_dict(), tokenizer)
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"prompt": f"Say {w}", "target": w}) + "\n"
+                                              for w in ("red fox", "blue sky", "old tree")))
+    config = RLConfig.from_dict({
+        "model": str(tmp_path / "base"), "run_dir": str(tmp_path / "run"), "steps": 2, "prompts_per_step": 2,
+        "max_new_tokens": 4, "temperature": 5.0, "micro_batch": 4, "progress": False, "rloo": {"k": 3},
+        "optimizer": {"lr": 3e-3, "weight_decay": 0.0, "grad_clip": 1.0}, "heldout": {"size": 0},
+        "prompt_sets": [{"name": "echo", "source": "file", "weight": 1.0, "reward": "chrf",
+                         "options": {"path": str(tmp_path / "p.jsonl")}}]})
+    groups = TrajectoryGenerator(config, replica=0).generate((0, [(0, 0), (0, 2)]))
+    assert [g.key for g in groups] == [(0, 0), (0, 1)] and all(g.version == 0 for g in groups)
+    updater = PolicyUpdater(config)
+    fresh = updater.train_on(groups)
+    assert fresh["ratio"] == pytest.approx(1.0, abs=1e-6) and fresh["clip_fraction"] == 0.0
+    assert fresh["staleness_mean"] == 0 and fresh["staleness/0"] == 2
+    updater.run.step += 1
+    naive, n = 0.0, 0
+    with torch.no_grad():
+        for g in groups:
+            for row, behaviour in zip(g.rows, g.behaviour):
+                ids = torch.tensor([row.prompt + row.response])
+                logp = torch.log_softmax(updater.run.policy(ids[:, :-1]).float() / config.temperature, -1)[0]
+                for t, token in enumerate(row.response):
+                    naive += math.exp(float(logp[len(row.prompt) - 1 + t, token]) - behaviour[t])
+                    n += 1
+    stale = updater.train_on(groups)
+    assert stale["staleness_mean"] == 1 and stale["staleness/1"] == 2
+    assert stale["ratio"] == pytest.approx(naive / n, rel=1e-4) and abs(stale["ratio"] - 1) > 1e-3
