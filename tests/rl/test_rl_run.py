@@ -171,7 +171,7 @@ def test_each_set_samples_within_its_own_budget(tmp_path, base):
     drawn = run.mixture.draw(0, 6)
     assert {s for s, _ in drawn} == {0, 1}
     prompts = [render(run.tokenizer, r) for _, r in drawn]
-    rows = run._sample(drawn, prompts)
+    rows = run.sample(drawn, prompts, run.step)
     k = run.config.rloo.k
     for n, row in enumerate(rows):
         s = drawn[n // k][0]

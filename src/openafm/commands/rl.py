@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from openafm.rl.async_run import AsyncRLRun, Schedule
 from openafm.rl.config import load_rl_config
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, RLRun
 
@@ -26,8 +27,12 @@ writes RUN/{METRICS_FILE} (reward per set, KL, response length, entropy, clip fr
 RUN/checkpoints/ (--resume continues bit-exactly), RUN/{POLICY_DIR}/ (the trained policy, a native checkpoint),
 RUN/{SUMMARY_FILE} (held-out reward per set before and after); `openafm plot RUN` draws the curves.
 
+--async: trajectory generators and a policy updater on Ray actors, overlapped (an embedded local Ray, or the
+cluster at asynchronous.address); metrics add staleness, buffer depth, tokens/s and idle shares.
+
 example:
   openafm rl recipes/rl-math.yaml && openafm eval --model runs/rl-math/policy --tasks ...
+  openafm rl recipes/rl-math.yaml --async --run-dir runs/rl-math-async
 """
 
 
@@ -42,11 +47,20 @@ def register(sub) -> None:
     p.add_argument("--run-dir", default=None, help="override the config's run_dir")
     p.add_argument("--steps", type=int, default=None, help="override the config's steps")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint of the run dir")
-    p.set_defaults(run=_cmd_rl)
+    schedule = p.add_mutually_exclusive_group()
+    schedule.add_argument("--async", dest="schedule", action="store_const", const=Schedule.ASYNC,
+                          help="generate and update concurrently on Ray actors (config key `asynchronous`: "
+                               "generators, max_staleness, sync_every, address of a Ray cluster, ...)")
+    schedule.add_argument("--sync-actors", dest="schedule", action="store_const", const=Schedule.SYNC,
+                          help="the same actors on the synchronous schedule (generate a batch, update, repeat)")
+    p.set_defaults(run=_cmd_rl, schedule=None)
 
 
 def _cmd_rl(args) -> int:
     config = load_rl_config(args.config, run_dir=args.run_dir, steps=args.steps)
-    summary = RLRun(config).run(resume=args.resume)
+    if args.schedule is None:
+        summary = RLRun(config).run(resume=args.resume)
+    else:
+        summary = AsyncRLRun(config, args.schedule).run(resume=args.resume)
     print(json.dumps(summary))
     return 0

@@ -12,6 +12,17 @@
     rollout.py   batched rollouts (P * k rows) and per-token log-probabilities in micro-batches
     plot.py      an RL run's curves (reward per set, held-out reward, KL, length, entropy) for `openafm plot`
     run.py       `openafm rl`: the synchronous RLOO run: mixture, metrics, held-out reward, checkpoints, resume
+    buffer.py    asynchronous RL's replay buffer: whole RLOO groups tagged with their policy version, max_staleness
+                 drops counted, FIFO / freshest sampling, state saved with the updater's checkpoint
+    tickets.py   which prompt batch a generator samples next (the synchronous run's draw and seed), and the
+                 bounded-staleness gate; a dead generator's batch is issued again
+    coordinator.py  the buffer and the tickets as one actor (atomic hand-out / write / take, one state snapshot)
+    params.py    the parameter server: versioned weights in Ray's object store, full or trainable-only (LoRA)
+    generator.py the trajectory generator actor: RLRun's sampling, rewards and behaviour / reference log-probs
+    updater.py   the policy updater actor: RLRun's RLOO step on buffered groups (ratio to the behaviour policy,
+                 clipped), publishing, checkpoints with the buffer
+    actors.py    starting or joining Ray, the actors and their CPUs / threads
+    async_run.py `openafm rl --async`: the driver, asynchronous and synchronous schedules on the same actors
     pairs.py     graded preference pairs from verified sources: levels from grades, a reason each, JSONL I/O
     pair_sources.py       the sources of graded prompt groups: math (reasoning-gym), instructions, tool-call (BFCL)
     pair_instructions.py  responses meeting all / some / none of an instruction prompt's constraints

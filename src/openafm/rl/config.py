@@ -13,6 +13,7 @@ loaded from YAML like the trainer's.
          options: {dataset: chain_sum, config: {max_terms: 2, max_digits: 2}, hint: ""}}
       - {name: ifeval, source: instructions, weight: 0.3, reward: instructions}
     heldout: {every: 10, size: 64}
+    asynchronous: {generators: 1, max_staleness: 1}     # `openafm rl --async` only (AsyncSettings)
 
 A set may give its own max_new_tokens (a short math answer beside a 200-token instruction-following reply); its
 rows are then sampled as their own batch. Each step draws its P prompts from the sets in proportion to their weights (a seeded multinomial per step), each
@@ -27,6 +28,7 @@ from typing import Any
 
 from openafm import config as cfg
 from openafm.errors import ConfigError
+from openafm.rl.buffer import Sampling
 from openafm.rl.prompts import PromptSource, check_options
 from openafm.rl.rewards import REWARDS, UnknownRewardError
 from openafm.rl.rloo import Normalisation, check_k
@@ -61,6 +63,23 @@ class HeldoutConfig:
 
 
 @dataclasses.dataclass(kw_only=True)
+class AsyncSettings:
+    """`openafm rl --async`: the Ray actors (rl/actors.py) and how far generation may run ahead of the updates."""
+    generators: int = 1                # trajectory generator replicas
+    max_staleness: int = 1             # a batch is sampled at most this many policy versions behind its update
+    sync_every: int = 1                # the updater publishes its weights every n updates
+    buffer_capacity: int = 64          # groups (one prompt's k samples) the replay buffer holds
+    sampling: Sampling = Sampling.FIFO
+    generator_cpus: float = 1.0        # Ray CPUs reserved per actor (so two actors don't share a core)
+    updater_cpus: float = 1.0
+    generator_threads: int = 1         # torch intra-op threads per actor
+    updater_threads: int = 1
+    max_restarts: int = 3              # a killed generator is restarted by Ray this many times
+    address: str | None = None         # a Ray cluster (ray.init(address=...)); None: start an embedded local Ray
+    object_store_mb: int = 1024        # the embedded Ray's object store (published weights live there)
+
+
+@dataclasses.dataclass(kw_only=True)
 class RLConfig:
     model: str
     run_dir: str
@@ -80,6 +99,7 @@ class RLConfig:
     device: str = "cpu"
     seed: int = 0
     progress: bool = True
+    asynchronous: AsyncSettings = dataclasses.field(default_factory=AsyncSettings)
 
     def __post_init__(self) -> None:
         for name in ("steps", "prompts_per_step", "max_new_tokens", "micro_batch"):
@@ -109,6 +129,20 @@ class RLConfig:
         if self.heldout.every < 1 or self.heldout.size < 0:
             raise ConfigError(f"rl config: heldout.every={self.heldout.every} must be >= 1 and heldout.size="
                               f"{self.heldout.size} >= 0")
+        a = self.asynchronous
+        for name in ("generators", "sync_every", "buffer_capacity", "generator_threads", "updater_threads",
+                     "object_store_mb"):
+            if getattr(a, name) < 1:
+                raise ConfigError(f"rl config: asynchronous.{name}={getattr(a, name)} must be >= 1")
+        if a.max_staleness < a.sync_every - 1:
+            raise ConfigError(f"rl config: asynchronous.max_staleness={a.max_staleness} must be >= sync_every - 1 = "
+                              f"{a.sync_every - 1} (generators only see every sync_every-th version)")
+        if a.buffer_capacity < self.prompts_per_step:
+            raise ConfigError(f"rl config: asynchronous.buffer_capacity={a.buffer_capacity} groups must hold one "
+                              f"update's prompts_per_step={self.prompts_per_step}")
+        if a.generator_cpus < 0 or a.updater_cpus < 0 or a.max_restarts < 0:
+            raise ConfigError(f"rl config: asynchronous generator_cpus={a.generator_cpus}, updater_cpus="
+                              f"{a.updater_cpus} and max_restarts={a.max_restarts} must be >= 0")
         if self.checkpoint.every < 1 or self.checkpoint.keep < 1:
             raise ConfigError(f"rl config: checkpoint.every={self.checkpoint.every} and checkpoint.keep="
                               f"{self.checkpoint.keep} must be >= 1")
@@ -123,7 +157,9 @@ class RLConfig:
 
 # Keys a resumed run may change without changing the numbers it computes.
 RESUMABLE_CHANGES = ("run_dir", "checkpoint.every", "checkpoint.keep", "progress", "device", "steps",
-                     "heldout.every")
+                     "heldout.every", "asynchronous.generators", "asynchronous.generator_cpus",
+                     "asynchronous.updater_cpus", "asynchronous.generator_threads", "asynchronous.updater_threads",
+                     "asynchronous.max_restarts", "asynchronous.address", "asynchronous.object_store_mb")
 
 
 def load_rl_config(path: str | Path, **overrides: Any) -> RLConfig:

@@ -11,6 +11,10 @@ from openafm.train.metrics import read_metrics
 PANELS = [("reward", "sampled reward (train prompts)"), ("heldout/", "held-out greedy reward"),
           ("kl", "KL(policy || reference) per response"), ("response_tokens", "response tokens"),
           ("entropy", "entropy per sampled token"), ("clip_fraction", "clipped token share")]
+# added for an asynchronous run (`openafm rl --async`): a tuple key draws those series in one panel
+ASYNC_PANELS = [("staleness_mean", "mean staleness of the groups used (versions)"),
+                ("buffer_depth", "replay buffer depth (groups)"),
+                (("tg_idle_share", "pu_idle_share"), "idle share so far: generators, updater")]
 
 
 def is_rl_run(run_dir: str | Path) -> bool:
@@ -28,9 +32,12 @@ def plot_rl_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     steps = [r for r in records if "reward" in r]
     if not steps:
         raise ValueError(f"{run_dir / METRICS_FILE}: no RL steps to plot (missing, empty, or not an RL run)")
-    fig, axes = plt.subplots(2, 3, figsize=(14, 7), constrained_layout=True)
-    for ax, (key, title) in zip(axes.flat, PANELS):
-        if key == "reward":
+    panels = PANELS + (ASYNC_PANELS if any("staleness_mean" in r for r in steps) else [])
+    fig, axes = plt.subplots(len(panels) // 3, 3, figsize=(14, 3.5 * (len(panels) // 3)), constrained_layout=True)
+    for ax, (key, title) in zip(axes.flat, panels):
+        if isinstance(key, tuple):
+            series, pool = list(key), steps
+        elif key == "reward":
             series = sorted({k for r in steps for k in r if k.startswith("reward/")}) or ["reward"]
             pool = steps
         elif key.endswith("/"):
@@ -40,9 +47,9 @@ def plot_rl_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
             series, pool = [key], steps
         for name in series:
             xs = [r["step"] for r in pool if name in r]
-            ax.plot(xs, [r[name] for r in pool if name in r], lw=1.2, marker="o" if key.endswith("/") else None,
-                    label=name)
-        if len(series) > 1 or key.endswith("/"):
+            marker = "o" if isinstance(key, str) and key.endswith("/") else None
+            ax.plot(xs, [r[name] for r in pool if name in r], lw=1.2, marker=marker, label=name)
+        if len(series) > 1 or (isinstance(key, str) and key.endswith("/")):
             ax.legend(fontsize=8)
         ax.set_title(title)
         ax.set_xlabel("step")

@@ -115,7 +115,7 @@ class RLRun:
 
     # --- one step ------------------------------------------------------------------------------------------
 
-    def _autocast(self):
+    def autocast(self):
         if self.config.precision is Precision.BF16_AUTOCAST:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
@@ -125,19 +125,19 @@ class RLRun:
         drawn = self.mixture.draw(self.step, c.prompts_per_step)
         prompts = [render(self.tokenizer, record) for _, record in drawn]
         self.policy.eval()
-        rows = self._sample(drawn, prompts)
+        rows = self.sample(drawn, prompts, self.step)
         sets = [s for s, _ in drawn for _ in range(c.rloo.k)]
-        rewards = torch.tensor([self._reward(s, drawn[n // c.rloo.k][1], row)
+        rewards = torch.tensor([self.reward(s, drawn[n // c.rloo.k][1], row)
                                 for n, (s, row) in enumerate(zip(sets, rows))])
         tokens, mask = pack_rows(rows)
         tokens, mask = tokens.to(self.device), mask.to(self.device)
-        with self._autocast():
+        with self.autocast():
             old = row_logprobs(self.policy, tokens, temperature=c.temperature, micro_batch=c.micro_batch)
             ref = row_logprobs(self.reference, tokens, temperature=c.temperature, micro_batch=c.micro_batch)
         seq_kl = sequence_kl(old, ref, mask)                                        # [N]
         shaped = shaped_rewards(rewards.to(self.device), seq_kl, c.rloo.kl_coef)
         advantages = leave_one_out_advantages(group(shaped, c.rloo.k)).reshape(-1)
-        metrics = self._update(tokens, mask, old, advantages)
+        metrics = self.update(tokens, mask, old, advantages)
         self.step += 1
         out = {"step": self.step, "reward": float(rewards.mean()), "kl": float(seq_kl.mean()),
                "response_tokens": float(mask.sum(-1).mean()), **metrics}
@@ -151,24 +151,26 @@ class RLRun:
     def budget(self, set_index: int) -> int:
         return self.config.prompt_sets[set_index].max_new_tokens or self.config.max_new_tokens
 
-    def _sample(self, drawn: list[tuple[int, PromptRecord]], prompts: list[list[int]]) -> list[Row]:
-        """k rows per prompt in prompt order; prompts of one response budget are sampled as one batch."""
+    def sample(self, drawn: list[tuple[int, PromptRecord]], prompts: list[list[int]], step: int) -> list[Row]:
+        """k rows per prompt in prompt order, seeded by `step`; prompts of one response budget are sampled as one
+        batch. (The asynchronous generators call it with their batch's number as the step.)"""
         c, k = self.config, self.config.rloo.k
         rows: list[Row | None] = [None] * (len(prompts) * k)
         for batch_index, budget in enumerate(sorted({self.budget(s) for s, _ in drawn})):
             mine = [p for p, (s, _) in enumerate(drawn) if self.budget(s) == budget]
             sampled = sample_rows(self.policy, [prompts[p] for p in mine], k=k, max_new_tokens=budget,
-                                  temperature=c.temperature, seed=c.seed * 100_003 + self.step + batch_index * 1_000_033,
+                                  temperature=c.temperature, seed=c.seed * 100_003 + step + batch_index * 1_000_033,
                                   eos_token_ids=self.eos, batch=max(c.micro_batch, k))
             for j, p in enumerate(mine):
                 rows[p * k:(p + 1) * k] = sampled[j * k:(j + 1) * k]
         return rows
 
-    def _reward(self, set_index: int, record: PromptRecord, row: Row) -> float:
+    def reward(self, set_index: int, record: PromptRecord, row: Row) -> float:
         text = self.tokenizer.decode(row.text_ids)
         return float(self.rewards[set_index](record.prompt, text, record.target))
 
-    def _update(self, tokens: torch.Tensor, mask: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor) -> dict:
+    def update(self, tokens: torch.Tensor, mask: torch.Tensor, old: torch.Tensor, advantages: torch.Tensor) -> dict:
+        """One optimizer step on rloo_loss over the rows (old: the sampling policy's log-probs) -> its metrics."""
         c = self.config
         self.policy.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -176,7 +178,7 @@ class RLRun:
         sums = {"loss": 0.0, "clip_fraction": 0.0, "ratio": 0.0, "entropy": 0.0}
         for i in range(0, n_rows, c.micro_batch):
             part = slice(i, i + c.micro_batch)
-            with self._autocast():
+            with self.autocast():
                 logprobs, entropy = forward_logprobs(self.policy, tokens[part], c.temperature)
             loss, m = rloo_loss(logprobs, old[part], advantages[part], mask[part], clip=c.rloo.clip,
                                 normalisation=c.rloo.normalisation)
@@ -211,20 +213,23 @@ class RLRun:
             rows = greedy_rows(model, [render(self.tokenizer, r) for r in records],
                                max_new_tokens=c.heldout.max_new_tokens or self.budget(i), eos_token_ids=self.eos,
                                batch=max(c.micro_batch, 8))
-            scores = [self._reward(i, r, row) for r, row in zip(records, rows)]
+            scores = [self.reward(i, r, row) for r, row in zip(records, rows)]
             out[f"heldout/{s.name}"] = sum(scores) / len(scores)
         return out
 
     # --- checkpoints and the loop --------------------------------------------------------------------------
 
-    def save(self) -> Path:
+    def save(self, loader_state: dict | None = None) -> Path:
+        """A training checkpoint at self.step; loader_state: what resumes the prompts (default: the mixture's)."""
         return ckpt.save_training_checkpoint(
             self.run_dir, self.step, model_config=self.policy.config, model_state=self.policy.state_dict(),
             optimizer_state=self.optimizer.state_dict(), schedule_state={}, rng_state=rng.capture(),
-            loader_state=self.mixture.state_dict(), config=self.config.to_dict(), keep=self.config.checkpoint.keep,
+            loader_state=self.mixture.state_dict() if loader_state is None else loader_state, config=self.config.to_dict(), keep=self.config.checkpoint.keep,
             hooks_state={"ema": self.ema.state_dict()} if self.ema is not None else {})
 
-    def restore_latest(self) -> int:
+    def restore_latest(self, load_loader=None) -> int:
+        """Load the newest checkpoint, if any (load_loader(state): restores what save's loader_state saved;
+        default: the mixture). -> its step (0 when there is none)."""
         ckpt.remove_partial(self.run_dir)
         path = ckpt.latest_checkpoint(self.run_dir)
         if path is None:
@@ -235,7 +240,7 @@ class RLRun:
             raise CheckpointError(f"{path}: written by an incompatible RL config; differing keys: " + "; ".join(diff))
         self.policy.load_state_dict(state.model)
         self.optimizer.load_state_dict(state.optimizer)
-        self.mixture.load_state_dict(state.loader)
+        (load_loader or self.mixture.load_state_dict)(state.loader)
         if self.ema is not None:
             self.ema.load_state_dict(state.hooks["ema"])
         rng.restore(state.rng)
