@@ -4,39 +4,23 @@ default measured under the format it holds), while a TypeError from inside is no
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
+from bench_modules import BENCHMARKS, load_benchmark
 from openafm import fm
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _benchmark(name: str):
-    saved = list(sys.path)
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module                     # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module
 
 
 def test_missing_llama_cpp_names_make_bench_deps(monkeypatch, gguf_path):
-    bench = _benchmark("_decode_bench")
+    bench = load_benchmark("_decode_bench")
     monkeypatch.setitem(sys.modules, "llama_cpp", None)     # `import llama_cpp` now raises ImportError
     run, missing = bench.llama_cpp_variant(gguf_path, threads=1, n_ctx=64)
     assert run is None and "make bench-deps" in missing
 
 
 def test_weights_fm_does_not_accept_yet_are_listed_and_the_default_is_kept(monkeypatch):
-    latency = _benchmark("fm_latency")
+    latency = load_benchmark("fm_latency")
 
     class NoWeights:                                        # an SDK model class without weights=
         def __init__(self, *, model: str = "smollm2-135m-instruct"):
@@ -50,7 +34,7 @@ def test_weights_fm_does_not_accept_yet_are_listed_and_the_default_is_kept(monke
 
 
 def test_weights_fm_accepts_each_get_an_entry_and_inner_typeerrors_propagate(monkeypatch):
-    latency = _benchmark("fm_latency")
+    latency = load_benchmark("fm_latency")
 
     class WithWeights:
         def __init__(self, *, weights: str = "native"):
@@ -82,7 +66,7 @@ def _readme_class(readme: str, decorator: str) -> str:
 
 
 def test_the_latency_example_is_the_readmes_person_type():
-    latency = _benchmark("fm_latency")
+    latency = load_benchmark("fm_latency")
     readme = (BENCHMARKS.parent / "README.md").read_text()
     namespace = {"fm": fm}
     exec(_readme_class(readme, '@fm.generable("A person")'), namespace)  # noqa: S102 (the README's own code)

@@ -5,9 +5,7 @@ format when openafm.load does not take weights= yet, and the competing CPU-bound
 
 from __future__ import annotations
 
-import importlib.util
 import resource
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,25 +13,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from bench_modules import load_benchmark
 from tiny import make_tiny
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _measures():
-    saved = list(sys.path)
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("_decode_measures", BENCHMARKS / "_decode_measures.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module                     # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module
-
-
-M = _measures()
+M = load_benchmark("_decode_measures")
 
 STATUS = """Name:\tpython
 Umask:\t0022

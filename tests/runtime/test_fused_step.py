@@ -4,19 +4,19 @@ and block weights, LoRA beside them; and the reasons it gives for running eagerl
 
 import pytest
 import torch
-from packed_codes import rtn_codes
-from tiny import TINY_PRESETS, make_tiny
 
 from openafm.models.build import build_model
 from openafm.models.presets import get_preset
 from openafm.nn.block_linear import BlockLinear
 from openafm.nn.lora import apply_lora
 from openafm.nn.packed_kernel import WeightFormat
-from openafm.nn.packed_model import QuantizedCodes, pack_model
 from openafm.nn.packed_linear import PackedKernel
+from openafm.nn.packed_model import QuantizedCodes, pack_model
 from openafm.runtime.fused_step import FusedStepUnsupported, StepKind, fused_decoder, why_not_fused
 from openafm.runtime.generate import GenerationStats, generate_tokens
 from openafm.runtime.kv_cache import KVCache, KVStorage
+from packed_codes import rtn_codes
+from tiny import TINY_PRESETS, make_tiny
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [3, 4]]                       # unequal: the second row is left-padded
 
@@ -134,7 +134,7 @@ def test_constrained_fast_forward_feeds_run_eagerly_in_between():
 def test_what_runs_eagerly_says_why():
     ptmoe = build_model(get_preset("afm-server-tiny"))
     assert "PTMoE runs eagerly" in why_not_fused(ptmoe)
-    tokens, stats = run(ptmoe, StepKind.AUTO, new=3, prompts=[[1, 2]])
+    _, stats = run(ptmoe, StepKind.AUTO, new=3, prompts=[[1, 2]])
     assert stats.step.startswith("eager (PTMoE")
     with pytest.raises(FusedStepUnsupported, match="step=fused cannot run this model: PTMoE"):
         run(ptmoe, StepKind.FUSED, new=3, prompts=[[1, 2]])

@@ -55,7 +55,7 @@ class LoadOptions:
     device: torch.device
     seed: int                                  # initialises presets
     packed_kernel: PackedKernel | None         # compressed checkpoints only
-    weights: "Weights"                         # GGUF files only
+    weights: Weights                         # GGUF files only
 
 
 class Weights(enum.Enum):
@@ -93,7 +93,7 @@ class ModelSource:
 
 def load_model(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str = torch.float32,
                device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str | None = None,
-               weights: "Weights | str" = "dequantized") -> LoadedModel:
+               weights: Weights | str = "dequantized") -> LoadedModel:
     """The model (in eval mode, no gradients) and tokenizer that `name_or_path` names; see SOURCES.
 
     weights: for a GGUF source (the packaged model included), how its quantized matrices are held:
@@ -247,7 +247,7 @@ def _packed_kernel(value: str | None) -> PackedKernel | None:
     return PackedKernel(value)
 
 
-def _weights(value: "Weights | str", kind: SourceKind | None, dtype: torch.dtype, device: torch.device,
+def _weights(value: Weights | str, kind: SourceKind | None, dtype: torch.dtype, device: torch.device,
              name: str) -> Weights:
     """The weights choice resolved for this source: AUTO becomes NATIVE or DEQUANTIZED; a choice that
     cannot apply raises."""

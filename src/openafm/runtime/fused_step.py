@@ -150,7 +150,7 @@ class FusedDecoder:
         return logits
 
 
-_BUILT: "weakref.WeakKeyDictionary[nn.Module, FusedDecoder]" = weakref.WeakKeyDictionary()
+_BUILT: weakref.WeakKeyDictionary[nn.Module, FusedDecoder] = weakref.WeakKeyDictionary()
 
 
 def fused_decoder(model: Decoder) -> FusedDecoder:
