@@ -43,6 +43,18 @@ class FusedStepUnsupported(ValueError):
 
 def why_not_fused(model: nn.Module, cache: KVCache | None = None) -> str | None:
     """None if the fused step can run this model (and cache); else the reason, in words."""
+    reason = _plan_reason(model, cache)
+    if reason is None:
+        try:
+            _plan_specs(model)
+            head_spec(model)
+        except FusedStepUnsupported as e:
+            return str(e)
+    return reason
+
+
+def _plan_reason(model: nn.Module, cache: KVCache | None) -> str | None:
+    """Why not, from the model's kind, plan, CPU, dtype and cache alone (its layers are checked on building)."""
     if not isinstance(model, Decoder):
         return f"{type(model).__name__} runs eagerly (the fused step covers dense Decoder plans)"
     if any(s.ffn is FFNKind.MOE for s in model.config.layers):
@@ -56,10 +68,6 @@ def why_not_fused(model: nn.Module, cache: KVCache | None = None) -> str | None:
         return f"the fused step runs float32 on the CPU; this model is {norm.dtype} on {norm.device}"
     if cache is not None and cache.dtype != torch.float32:
         return f"the fused step reads a float32 KV cache; this one is {cache.dtype}"
-    try:
-        _plan_specs(model)
-    except FusedStepUnsupported as e:
-        return str(e)
     return None
 
 
@@ -126,11 +134,12 @@ class FusedDecoder:
     def __init__(self, model: Decoder):
         c = model.config
         self.model, self.signature = model, _signature(model)
+        layers, head = _plan_specs(model), head_spec(model)     # raise FusedStepUnsupported naming a layer
         self.native = load_kernel().DecodeStep(c.dim, c.n_heads, c.n_kv_heads, c.attn_head_dim, c.norm_eps,
                                                torch.get_num_threads())
-        for layer in _plan_specs(model):
+        for layer in layers:
             self.native.add_layer(*layer)
-        self.native.set_head(model.norm.weight.detach(), head_spec(model), model.rope.cos, model.rope.sin_signed)
+        self.native.set_head(model.norm.weight.detach(), head, model.rope.cos, model.rope.sin_signed)
         self._bound = None
         self._lock = threading.Lock()      # one step at a time: the native step binds one cache (GIL released)
 
@@ -167,9 +176,12 @@ def choose_step(kind: StepKind, model: nn.Module, cache: KVCache) -> tuple[Fused
         raise ValueError(f"step={kind!r} is not a StepKind; use one of {[k.value for k in StepKind]}")
     if kind is StepKind.EAGER:
         return None, "eager"
-    reason = why_not_fused(model, cache)
-    if reason is not None:
-        if kind is StepKind.FUSED:
-            raise FusedStepUnsupported(f"step=fused cannot run this model: {reason}")
-        return None, f"eager ({reason})"
-    return fused_decoder(model), "fused"
+    reason = _plan_reason(model, cache)
+    if reason is None:
+        try:
+            return fused_decoder(model), "fused"                # checks every layer when it (re)builds
+        except FusedStepUnsupported as e:
+            reason = str(e)
+    if kind is StepKind.FUSED:
+        raise FusedStepUnsupported(f"step=fused cannot run this model: {reason}")
+    return None, f"eager ({reason})"

@@ -65,6 +65,7 @@ void DecodeStep::add_layer(torch::Tensor attn_norm, torch::Tensor ffn_norm, bool
     l.owns_kv = owns_kv; l.kv_source = kv_source; l.rope = rope; l.window = window;
     l.attn_in = make_linear(attn_in); l.attn_out = make_linear(attn_out);
     l.gate_up = make_linear(gate_up); l.down = make_linear(down);
+    widest_ = std::max({widest_, l.gate_up.w.out, l.attn_in.w.out});
     layers_.push_back(std::move(l));
 }
 
@@ -228,9 +229,7 @@ torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int6
     auto pos = positions.to(torch::kInt64).contiguous();
     const int64_t* qpos = pos.data_ptr<int64_t>();
     float* xp = x.data_ptr<float>();
-    int64_t widest = 0;
-    for (const Layer& l : layers_) widest = std::max({widest, l.gate_up.w.out, l.attn_in.w.out});
-    std::vector<float> xn(M * dim_), a(M * widest), o(M * H), y(M * dim_), hid(M * widest / 2 + 1);
+    std::vector<float> xn(M * dim_), a(M * widest_), o(M * H), y(M * dim_), hid(M * widest_ / 2 + 1);
     for (int64_t i = 0; i < (int64_t)layers_.size(); ++i) {
         const Layer& l = layers_[i];
         rms_norm(xp, l.attn_norm, xn.data(), M);

@@ -52,6 +52,7 @@ private:
     void rope(float* x, int64_t heads, const int64_t* pos, int64_t M, int64_t stride) const;
 
     int64_t dim_, h_, hkv_, dh_;
+    int64_t widest_ = 0;                                 // the widest attn_in / gate_up output (scratch size)
     float eps_;
     std::vector<Layer> layers_;
     std::vector<LayerCache> caches_;

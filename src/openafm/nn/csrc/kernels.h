@@ -44,6 +44,7 @@ struct QActs {
     std::vector<int8_t> q;     // [M, n_pad]
     std::vector<float> d;      // [M, nb]   block scales
     std::vector<float> ds;     // [M, nb]   d_b * sum(q in block b)
+    std::vector<float> xsum;   // [M]       sum over the row's blocks of ds (for a zero point)
     void quantize(const float* x, int64_t rows, int64_t cols);
 };
 

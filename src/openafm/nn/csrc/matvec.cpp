@@ -36,6 +36,7 @@ void QActs::quantize(const float* x, int64_t rows, int64_t cols) {
     q.assign(M * n_pad, 0);
     d.assign(M * nb, 0.f);
     ds.assign(M * nb, 0.f);
+    xsum.assign(M, 0.f);
     for (int64_t m = 0; m < M; ++m) {
         for (int64_t b = 0; b < nb; ++b) {
             const int64_t lo = b * G, hi = std::min<int64_t>(lo + G, n);
@@ -50,6 +51,7 @@ void QActs::quantize(const float* x, int64_t rows, int64_t cols) {
             }
             d[m * nb + b] = db;
             ds[m * nb + b] = db * (float)s;
+            xsum[m] += ds[m * nb + b];
         }
     }
 }
@@ -94,17 +96,14 @@ static void packed_rows(const Weight& w, const QActs& a, float* y, int64_t M, in
         for (int64_t m = 0; m < M; ++m) {
             const int8_t* qm = a.q.data() + m * a.n_pad;
             const float* dm = a.d.data() + m * nb;
-            const float* dsm = a.ds.data() + m * nb;
             __m256 acc = _mm256_setzero_ps();
-            float xsum = 0.f;
             for (int64_t b = 0; b < nb; ++b) {
                 const __m256i c = unpack_packed<BITS>(wr + b * gbytes);
                 const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qm + b * G));
                 const __m256i p = BITS == 8 ? dot_ss(c, q) : dot_us(c, q);
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dm[b]), acc);
-                xsum += dsm[b];
             }
-            y[m * w.out + o] = w.scale[o] * (hsum(acc) - (w.zero[o] - zshift) * xsum);
+            y[m * w.out + o] = w.scale[o] * (hsum(acc) - (w.zero[o] - zshift) * a.xsum[m]);
         }
     }
 }
