@@ -8,6 +8,7 @@
     upcycle.py       sparse upcycling (report §4.3): a dense decoder -> an MoE decoder computing the same function
     resize_vocab.py  grow the embeddings after a tokenizer extension (new rows: the mean of their pieces' rows)
     vision.py        the vision encoder (report §2.3): ViTDet with Register-Window, the plain ViT, presets
+    clip.py          the CLIP pair: vision encoder + a small text tower in one embedding space, learned temperature
 
     next: the vision-language adapter.
 """
