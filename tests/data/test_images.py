@@ -64,3 +64,10 @@ def test_digits_are_the_bundled_sklearn_set():
     assert sorted(set(digits.keys)) == [str(d) for d in range(10)]
     assert digits.names[0] == "the digit zero" and digits.keys[0] == "0"
     assert digits.images.min() == 0 and digits.images.max() == 255
+
+
+def test_resized_sets_hold_what_pixels_would_give():
+    images = emoji_images(EmojiStyle.FACEBOOK, limit=3)
+    small = images.resized(32)
+    assert small.images.shape == (3, 3, 32, 32) and small.keys == images.keys and images.resized(64) is images
+    torch.testing.assert_close(small.pixels([0, 2]), images.pixels([0, 2], size=32), atol=1 / 255, rtol=0)

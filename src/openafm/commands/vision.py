@@ -9,6 +9,8 @@ import json
 import time
 from pathlib import Path
 
+import torch
+
 from openafm.checkpoint.clip import load_clip, save_clip
 from openafm.checkpoint.packaged import packaged_tokenizer
 from openafm.data.images.digits import digit_images
@@ -16,7 +18,7 @@ from openafm.data.images.emoji import HELD_OUT_STYLE, TRAIN_STYLES, emoji_images
 from openafm.data.images.icons import icon_images
 from openafm.data.images.image_set import ImageSet, concat
 from openafm.errors import ConfigError
-from openafm.models.clip import ClipModel, clip_small
+from openafm.models.clip import ClipModel, clip_preset
 from openafm.models.vision import CONFIG_ONLY, VISION_PRESETS
 from openafm.train.clip import ClipTrainConfig, train_clip, zero_shot
 
@@ -70,6 +72,8 @@ def register(sub) -> None:
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--save-every", type=int, default=200, help="write OUT every this many steps (and at the end)")
+    t.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's; on a shared CPU 1 "
+                                                               "avoids oversubscribed thread barriers)")
     t.add_argument("--no-eval", action="store_true", help="skip the held-out zero-shot score at the end")
     t.set_defaults(run=_cmd_pretrain)
     z = vs.add_parser("zero-shot", help="zero-shot accuracy of a CLIP checkpoint on the held-out emoji style",
@@ -100,9 +104,11 @@ def load_sources(names: str) -> ImageSet:
 
 
 def _cmd_pretrain(args) -> int:
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     images = load_sources(args.sources)
     tokenizer = packaged_tokenizer()
-    model = ClipModel(clip_small(args.preset))
+    model = ClipModel(clip_preset(args.preset))
     config = ClipTrainConfig(steps=args.steps, batch_size=args.batch_size, image_size=args.image_size,
                              mask_ratio=args.mask_ratio, lr=args.lr, seed=args.seed,
                              warmup_steps=min(50, args.steps // 10))

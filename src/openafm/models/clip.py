@@ -78,9 +78,12 @@ class ClipConfig:
                 + (self.vision.width + self.text.width) * self.embed_dim + 1)
 
 
-def clip_small(vision: str = "vision-small") -> ClipConfig:
-    """The pair `openafm vision pretrain` trains by default: vision-small and a 2-layer, 128-wide text tower."""
-    return ClipConfig(vision=get_vision_preset(vision))
+def clip_preset(vision: str = "vision-small") -> ClipConfig:
+    """A vision preset with a 2-layer text tower as wide as the encoder (at most 128, 32 per head) and an
+    embedding space of that width: vision-small gets a 128-wide text tower, vision-micro a 64-wide one."""
+    v = get_vision_preset(vision)
+    width = min(128, v.width)
+    return ClipConfig(vision=v, text=TextConfig(width=width, heads=max(1, width // 32)), embed_dim=width)
 
 
 class TextTower(nn.Module):

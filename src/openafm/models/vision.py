@@ -149,6 +149,13 @@ def vision_small() -> VisionConfig:
                         window=4, global_layers=(1, 3, 5), register=RegisterKind.WINDOW)
 
 
+def vision_micro() -> VisionConfig:
+    """For the benchmarks on a shared 2-core CPU (~0.3M): 128 -> an 8x8 grid of 16-pixel patches (the same
+    token layout as vision-small at 224: 4 windows of 4x4, three global layers), a quarter of its width."""
+    return VisionConfig(image_size=128, patch_size=16, width=64, depth=6, heads=2, mlp_ratio=4.0,
+                        window=4, global_layers=(1, 3, 5), register=RegisterKind.WINDOW)
+
+
 def vision_tiny() -> VisionConfig:
     """For tests: 56x56 -> a 4x4 grid of 14-pixel patches, windows of 2x2, layers 1 and 3 global."""
     return VisionConfig(image_size=56, patch_size=14, width=32, depth=4, heads=2, mlp_ratio=2.0,
@@ -156,7 +163,8 @@ def vision_tiny() -> VisionConfig:
 
 
 VISION_PRESETS: dict[str, typing.Callable[[], VisionConfig]] = {
-    "vitdet-l-rw": vitdet_l_rw, "vit-g": vit_g, "vision-small": vision_small, "vision-tiny": vision_tiny}
+    "vitdet-l-rw": vitdet_l_rw, "vit-g": vit_g, "vision-small": vision_small, "vision-micro": vision_micro,
+    "vision-tiny": vision_tiny}
 CONFIG_ONLY = frozenset({"vitdet-l-rw", "vit-g"})
 
 

@@ -50,6 +50,15 @@ class ImageSet:
             x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=size < self.size)
         return x.clamp_(0, 1)
 
+    def resized(self, size: int) -> "ImageSet":
+        """The same set stored at size x size (uint8), so that batches need no resizing (benchmarks: fixed
+        per-step work would blur the cost of the encoder)."""
+        if size == self.size:
+            return self
+        images = torch.cat([(self.pixels(range(i, min(i + 512, len(self))), size=size) * 255).round().to(torch.uint8)
+                            for i in range(0, len(self), 512)])
+        return ImageSet(self.source, images, self.keys, self.names, self.captions)
+
     def subset(self, index: Sequence[int]) -> "ImageSet":
         index = list(index)
         return ImageSet(self.source, self.images[index], [self.keys[i] for i in index],
