@@ -4,14 +4,16 @@ wall time (FLIP's claim: at equal compute, masking wins because it sees more ima
 
 Scale, said plainly: vision-micro (~0.35M encoder, 16-pixel patches, a 64-wide text tower) at 128x128 = an
 8x8 grid, 4 windows of 4x4 patches, three global layers (vision-small's layout at 224; the report pretrains
-at 448x448, 32x32 patches of 14 px); one training run per ratio of --budget seconds on a shared 2-core CPU; the classes are two emoji categories (Animals & Nature, Food &
-Drink: 290 emoji) in the four training styles, scored zero-shot on the twitter style, never trained on.
+at 448x448, 32x32 patches of 14 px); one training run per ratio of --budget seconds on a shared 2-core CPU;
+the classes are two emoji categories (Animals & Nature, Food & Drink: 290 emoji) in the four training
+styles, scored zero-shot on the twitter style, never trained on.
 
-    python benchmarks/flip.py --json          # writes docs/results/flip.json (~6 min, one thread)
+    python benchmarks/flip.py --json          # writes docs/results/flip.json (~7 min, one thread)
 
-1. speed: one step of each ratio per round, round after round (drift hits all alike); medians.
-2. accuracy: each ratio gets steps = budget / its median step time; the three runs advance interleaved
-   (always the one with the least time used so far), so contention is shared; actual seconds are reported.
+One run per ratio, from the same initial weights, each given --budget seconds of training; the runs advance
+interleaved (always the one with the least time used so far takes the next step), so machine load is shared
+alike. Time per image: the median step time of each run (whole steps: data, both towers, backward, AdamW)
+over the batch size. Accuracy: zero-shot after the budget, the whole image seen (no masking).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from openafm.data.images.emoji import HELD_OUT_STYLE, TRAIN_STYLES, emoji_images
 from openafm.data.images.image_set import concat
 from openafm.models.clip import ClipModel, clip_preset
 from openafm.train.clip import ClipTrainConfig, ClipTrainer, zero_shot
+from openafm.train.config import ScheduleKind
 from openafm.train.flip import flip_window, kept_per_window
 
 RESULT = Path(__file__).resolve().parent.parent / "docs" / "results" / "flip.json"
@@ -40,8 +43,8 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--preset", default="vision-micro")
     p.add_argument("--ratios", default="0,0.5,0.75")
-    p.add_argument("--budget", type=float, default=90.0, help="training seconds per ratio (default 90)")
-    p.add_argument("--speed-rounds", type=int, default=10)
+    p.add_argument("--budget", type=float, default=120.0, help="training seconds per ratio (default 120)")
+    p.add_argument("--skip", type=int, default=3, help="first steps of each run left out of the step-time median")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--image-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -64,36 +67,28 @@ def main() -> None:
     log(f"{len(train)} training images ({len(set(train.keys))} classes), {len(held_out)} held out; "
         f"grid {grid}x{grid}, {n_windows} windows")
 
-    def trainer(ratio: float, steps: int) -> ClipTrainer:
+    def trainer(ratio: float) -> ClipTrainer:
         torch.manual_seed(0)                                   # the same initial weights for every ratio
-        config = ClipTrainConfig(steps=steps, batch_size=args.batch_size, image_size=args.image_size,
-                                 mask_ratio=ratio, lr=args.lr, warmup_steps=min(10, steps // 5), english_share=1.0)
+        config = ClipTrainConfig(steps=1_000_000, batch_size=args.batch_size, image_size=args.image_size,
+                                 mask_ratio=ratio, lr=args.lr, warmup_steps=5, english_share=1.0,
+                                 schedule=ScheduleKind.CONSTANT)          # runs are cut by time, not steps
         return ClipTrainer(ClipModel(clip_config), train, tokenizer, config)
 
-    # 1. speed, interleaved
-    speed = {r: trainer(r, args.speed_rounds + 1) for r in ratios}
-    for t in speed.values():
-        t.step()                                               # warm-up
-    times = {r: [] for r in ratios}
-    for i in range(args.speed_rounds):
-        for r, t in speed.items():
-            times[r].append(t.step().seconds)
-        log(f"speed round {i + 1}/{args.speed_rounds}: " + ", ".join(f"{r:.0%} {times[r][-1]:.2f}s" for r in ratios))
-    step_s = {r: median(times[r]) for r in ratios}
-    base = step_s[ratios[0]]
-
-    # 2. equal wall time
-    steps = {r: max(10, int(args.budget / step_s[r])) for r in ratios}
-    runs = {r: trainer(r, steps[r]) for r in ratios}
+    # One run per ratio, advanced interleaved: always the run with the least time used so far takes the next
+    # step, until each has used the budget. Every run thus samples the same stretches of machine load.
+    runs = {r: trainer(r) for r in ratios}
     used = {r: 0.0 for r in ratios}
-    total = sum(steps.values())
-    while not all(t.done for t in runs.values()):
-        r = min((r for r in ratios if not runs[r].done), key=lambda r: used[r])
+    while True:
+        open_runs = [r for r in ratios if used[r] < args.budget]
+        if not open_runs:
+            break
+        r = min(open_runs, key=lambda r: used[r])
         used[r] += runs[r].step().seconds
         done = sum(len(t.records) for t in runs.values())
-        if done % 50 == 0:
-            log(f"equal-time runs: {done}/{total} steps; seconds used " + ", ".join(f"{r:.0%} {used[r]:.0f}"
-                                                                                  for r in ratios))
+        if done % 25 == 0:
+            log(f"{done} steps; seconds used " + ", ".join(f"{r:.0%} {used[r]:.0f}" for r in ratios))
+    step_s = {r: median([x.seconds for x in runs[r].records[args.skip:]]) for r in ratios}
+    base = step_s[ratios[0]]
     per_ratio = {}
     for r in ratios:
         model, records = runs[r].model, runs[r].records
@@ -122,7 +117,8 @@ def main() -> None:
         "data": {"classes": len(set(train.keys)), "categories": only, "train_styles": [s.value for s in TRAIN_STYLES],
                  "train_images": len(train), "held_out_style": HELD_OUT_STYLE.value, "held_out_images": len(held_out),
                  "captions": "English emoji names"},
-        "batch_size": args.batch_size, "budget_seconds_per_ratio": args.budget, "speed_rounds": args.speed_rounds,
+        "batch_size": args.batch_size, "budget_seconds_per_ratio": args.budget,
+        "schedule": "5 warm-up steps, then constant lr (runs are cut by time)",
         "threads": torch.get_num_threads(),
         "chance_top1": 1 / held.classes, "chance_top5": min(5, held.classes) / held.classes,
         "ratios": per_ratio,

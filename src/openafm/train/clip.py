@@ -26,7 +26,7 @@ from openafm.data.images.image_set import ImageSet
 from openafm.errors import ConfigError
 from openafm.models.clip import ClipModel
 from openafm.tokenizer import Tokenizer
-from openafm.train.config import OptimizerConfig, ScheduleConfig
+from openafm.train.config import OptimizerConfig, ScheduleConfig, ScheduleKind
 from openafm.train.flip import keep_for
 from openafm.train.optimizer import build_optimizer, clip_gradients
 from openafm.train.schedule import Schedule
@@ -49,6 +49,7 @@ class ClipTrainConfig:
     weight_decay: float = 0.1
     warmup_steps: int = 20
     english_share: float = 0.5        # captions: the English name this often, else another name or language
+    schedule: ScheduleKind = ScheduleKind.WARMUP_COSINE   # CONSTANT for runs cut by a time budget
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -138,8 +139,8 @@ class ClipTrainer:
         no_decay = ["norm", "bias", "pos", "embed", "register", "logit_scale"]
         self.optimizer = build_optimizer(model, OptimizerConfig(lr=config.lr, weight_decay=config.weight_decay,
                                                                 betas=[0.9, 0.98], no_decay=no_decay))
-        self.schedule = Schedule(ScheduleConfig(warmup_steps=config.warmup_steps, min_lr_ratio=0.05), config.steps,
-                                 config.lr)
+        self.schedule = Schedule(ScheduleConfig(kind=config.schedule, warmup_steps=config.warmup_steps,
+                                                min_lr_ratio=0.05), config.steps, config.lr)
         self.sampler = PairSampler(images, english_share=config.english_share, seed=config.seed)
         self.tokens = CaptionTokens(tokenizer, model.config.text.max_tokens)
         self.mask_generator = torch.Generator().manual_seed(config.seed + 1)
