@@ -68,7 +68,7 @@ def linear_probe(train_x, train_y, test_x, test_y, classes: int, steps: int = 30
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--steps", type=int, default=120, help="CLIP steps per variant (default 120)")
+    p.add_argument("--steps", type=int, default=100, help="CLIP steps per variant (default 100)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--mask-ratio", type=float, default=0.75)
     p.add_argument("--lr", type=float, default=2e-3)
@@ -109,7 +109,8 @@ def main() -> None:
     held_out = emoji_images(HELD_OUT_STYLE, only=only).resized(size)
     tokenizer = packaged_tokenizer()
     config = ClipTrainConfig(steps=args.steps, batch_size=args.batch_size, image_size=size,
-                             mask_ratio=args.mask_ratio, lr=args.lr, warmup_steps=min(10, args.steps), english_share=1.0)
+                             mask_ratio=args.mask_ratio, lr=args.lr, warmup_steps=min(10, args.steps),
+                             english_share=1.0)
     runs = {}
     for k, vc in variants(base.vision).items():
         torch.manual_seed(0)

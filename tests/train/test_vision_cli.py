@@ -14,6 +14,11 @@ def test_pretrain_writes_a_checkpoint_and_zero_shot_reads_it(tmp_path, capsys):
     meta = read_clip_metadata(out)
     assert meta["steps_done"] == "4" and meta["mask_ratio"] == "0.5" and meta["preset"] == "vision-tiny"
     assert load_vision_encoder(out).config.width == 32
+    again = tmp_path / "again.safetensors"
+    assert main(["vision", "pretrain", str(again), "--init", str(out), "--sources", "digits", "--steps", "2",
+                 "--batch-size", "8", "--image-size", "56", "--no-eval"]) == 0
+    capsys.readouterr()
+    assert read_clip_metadata(again)["preset"] == f"init:{out}"
     assert main(["vision", "zero-shot", str(out), "--image-size", "56"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["style"] == "twitter" and result["classes"] > 1800 and 0 <= result["top1"] <= 1

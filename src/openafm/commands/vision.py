@@ -63,6 +63,9 @@ def register(sub) -> None:
     t.add_argument("out", type=Path, help="the checkpoint to write (.safetensors)")
     trainable = sorted(set(VISION_PRESETS) - CONFIG_ONLY)
     t.add_argument("--preset", default="vision-small", choices=trainable, help="the encoder (default vision-small)")
+    t.add_argument("--init", type=Path, default=None,
+                   help="start from this CLIP checkpoint's weights (its config; --preset is then not used); "
+                        "the optimizer starts afresh")
     t.add_argument("--sources", default="emoji,icons,digits",
                    help=f"comma-separated, of {[s.value for s in Source]} (default all)")
     t.add_argument("--steps", type=int, default=1000)
@@ -108,11 +111,12 @@ def _cmd_pretrain(args) -> int:
         torch.set_num_threads(args.threads)
     images = load_sources(args.sources)
     tokenizer = packaged_tokenizer()
-    model = ClipModel(clip_preset(args.preset))
+    model = ClipModel(clip_preset(args.preset)) if args.init is None else load_clip(args.init)
     config = ClipTrainConfig(steps=args.steps, batch_size=args.batch_size, image_size=args.image_size,
                              mask_ratio=args.mask_ratio, lr=args.lr, seed=args.seed,
                              warmup_steps=min(50, args.steps // 10))
-    info = dict(preset=args.preset, sources=args.sources, steps=args.steps, batch_size=args.batch_size,
+    info = dict(preset=args.preset if args.init is None else f"init:{args.init}", sources=args.sources,
+                steps=args.steps, batch_size=args.batch_size,
                 image_size=args.image_size, mask_ratio=args.mask_ratio, lr=args.lr, seed=args.seed)
     start = time.perf_counter()
 
