@@ -8,14 +8,17 @@ head of 8,192 rows costs ~1.3 layers, and tokens outside it are simply never pro
 distribution still decides: speculative sampling's rule makes the output exact whatever the draft proposes).
 
 Directory format (`save_draft` / `load_draft`): `draft.safetensors` (the draft's own tensors: layers, final
-norm, head, vocab_ids) and `draft.json` (its DecoderConfig, the target's name and weights fingerprint,
-whether the embedding is shared). A draft made for one target refuses another (fingerprint mismatch).
+norm, head, vocab_ids) and `draft.json` (its DecoderConfig, the target's name and the fingerprint of the
+target's token embeddings, as float32 values). The draft reads that table, so a target with another one (another
+tokenizer or model) is refused; the same model held as float32 or as its GGUF blocks has the same values and is
+accepted. Speculative decoding's output never depends on the draft (it only changes the speed).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
@@ -24,7 +27,6 @@ from safetensors.torch import load_file
 from torch import nn
 
 from openafm.checkpoint.atomic import save_safetensors_atomic, write_text_atomic
-from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.errors import CheckpointError
 from openafm.models.decoder import CausalLM, Decoder
 from openafm.models.plan import DecoderConfig, LayerSpec
@@ -39,7 +41,7 @@ class DraftModel:
 
     model: any CausalLM over the target's tokenizer (a Decoder runs the fused C++ step).
     vocab_ids: [K] target token ids the model's K output columns stand for (None: the whole vocabulary).
-    target_fingerprint: the weights fingerprint of the target it was distilled from (None: not recorded).
+    target_fingerprint: embedding_fingerprint of the target it was distilled from (None: not recorded).
     """
 
     def __init__(self, model: CausalLM, vocab_ids: torch.Tensor | None = None, *, vocab_size: int | None = None,
@@ -63,13 +65,21 @@ class DraftModel:
         return sum(p.numel() for p in self.model.parameters() if not (own and id(p) in shared))
 
     def check_target(self, target: nn.Module, *, where: str = "draft") -> None:
-        """Raise CheckpointError when the draft was distilled from other target weights."""
+        """Raise CheckpointError when the draft was made for a target with other token embeddings."""
         if self.target_fingerprint is None:
             return
-        actual = weights_fingerprint(target)
+        actual = embedding_fingerprint(target)
         if actual != self.target_fingerprint:
-            raise CheckpointError(f"{where}: the draft was distilled from {self.target_name!r} with weights "
-                                  f"{self.target_fingerprint}, but the target's weights are {actual}")
+            raise CheckpointError(f"{where}: the draft was made for {self.target_name!r} whose token embeddings are "
+                                  f"{self.target_fingerprint}, but this target's are {actual} (another model or "
+                                  f"tokenizer: train a draft for it with `openafm draft train`)")
+
+
+def embedding_fingerprint(model: CausalLM) -> str:
+    """SHA-256 of the model's token embedding table as float32 values (whatever form holds them)."""
+    with torch.no_grad():
+        table = model.embed(torch.arange(model.kv_plan.vocab_size)).float().contiguous()      # [V, D]
+    return "sha256:" + hashlib.sha256(table.numpy().tobytes()).hexdigest()
 
 
 def draft_config(target: DecoderConfig, *, n_layers: int, vocab: int | None = None) -> DecoderConfig:
@@ -101,7 +111,7 @@ def build_draft(target: Decoder, *, n_layers: int = 2, vocab_ids: torch.Tensor |
     with torch.no_grad():
         model.lm_head.weight.copy_(head)
     draft = DraftModel(model, vocab_ids, vocab_size=config.vocab_size, target_name=target_name,
-                       target_fingerprint=weights_fingerprint(target))
+                       target_fingerprint=embedding_fingerprint(target))
     draft._shared = list(target.embed.parameters()) + list(target.embed.buffers())
     for p in target.embed.parameters():
         p.requires_grad_(False)

@@ -157,7 +157,7 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
             feed = torch.tensor([p + c for p, c in zip(pending, chunk)], device=device)   # [B, P + L]
             base = tcache.steps
             tails = [tcache.save_tail(n_pend + n_chunk)] if _ring_windows(tcache) else []
-            if verify is not None and n_pend + n_chunk > 1:
+            if verify is not None and n_pend + n_chunk > 1 and fused_t.can_verify(tcache, n_pend + n_chunk):
                 tlogits = verify(feed, tcache, next_pos + torch.arange(feed.shape[1], device=device))
             else:
                 tlogits = target(feed, cache=tcache, positions=next_pos + torch.arange(feed.shape[1], device=device),
@@ -170,7 +170,7 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
             spec.rounds += 1
             spec.proposed += b * sum(not f for f in free)
             spec.accepted += sum(sum(not f for f in free[:n]) for n in accepted)
-            spec.free += sum(free[:a])
+            spec.free += sum(free)
             if constraint is not None:
                 constraint.rollback(n_chunk - a)
             last = [c[a] if n > a else extra[r] for r, (c, n) in enumerate(zip(chunk, accepted))]
