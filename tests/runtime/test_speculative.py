@@ -195,3 +195,20 @@ def test_bad_gamma_and_vocabulary_are_refused():
         generate_speculative(target, DraftModel(target), PROMPT, max_new_tokens=4, gamma=0)
     with pytest.raises(ValueError, match="vocabulary"):
         generate_speculative(target, DraftModel(make_tiny("smollm2-tiny", vocab_size=64)), PROMPT, max_new_tokens=4)
+
+
+def test_conversation_with_a_draft_equals_one_without(tokenizer):
+    """Two turns of a session-style conversation (caches continued, the draft's caught up) give the same tokens."""
+    from openafm.runtime.conversation import Conversation
+    target = target_model("smollm2-tiny", vocab_size=49152, max_seq_len=512)
+    outs = []
+    for draft in (None, DraftModel(noisy(target, 0.3))):
+        conv = Conversation(target, tokenizer, draft=draft, gamma=3)
+        turns = []
+        for text in ("Hello there. ", " And then? "):
+            conv.append_text(text)
+            turns.append(conv.generate(max_new_tokens=30).token_ids)
+        outs.append((turns, conv.tokens, conv.cached))
+        if draft is not None:
+            assert conv.draft_cache.steps <= conv.cached
+    assert outs[0] == outs[1]

@@ -56,6 +56,7 @@ class SpeculativeStats:
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
     verify: str = ""             # how the target's scoring pass ran ("fused" or "eager")
+    draft_cache: KVCache | None = None   # the draft's cache after the call (continue it with draft_cache=)
 
     @property
     def acceptance_rate(self) -> float:
@@ -73,8 +74,15 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
                          tokenizer=None, on_token: Callable[[TokenEvent], None] | None = None,
                          stats: GenerationStats | None = None, spec_stats: SpeculativeStats | None = None,
                          constraint=None, fast_forward: bool = True, step: StepKind = StepKind.AUTO,
-                         cancel: CancelToken | None = None, prefill_chunk: int = PREFILL_CHUNK) -> list[Generation]:
-    """generate_tokens' contract (runtime.generate) with a draft proposing up to `gamma` tokens per round."""
+                         cancel: CancelToken | None = None, prefill_chunk: int = PREFILL_CHUNK,
+                         cache: KVCache | None = None, draft_cache: KVCache | None = None,
+                         draft_prefix: list[int] = ()) -> list[Generation]:
+    """generate_tokens' contract (runtime.generate) with a draft proposing up to `gamma` tokens per round.
+
+    cache / draft_cache: continue one sequence (a session): `cache` holds the target's earlier tokens, the
+    draft's cache a prefix of them, and `draft_prefix` the tokens between the two (the draft prefills them first).
+    Both caches end holding a prefix of the sequence (prompt + returned tokens); read them back from
+    `stats.cache` and `spec_stats.draft_cache` (replaced by larger ones when they must grow)."""
     if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
         raise ValueError(f"gamma={gamma!r} is invalid: use an integer >= 1 (draft tokens per round)")
     if constraint is not None and len(prompts) != 1:
@@ -91,10 +99,17 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
     if draft.vocab_size != target.kv_plan.vocab_size:
         raise ValueError(f"the draft's vocabulary ({draft.vocab_size}) differs from the target's "
                          f"({target.kv_plan.vocab_size}): a draft must share the target's tokenizer")
+    if cache is not None and len(prompts) != 1:
+        raise ValueError(f"continuing a cache takes one prompt of new tokens; got {len(prompts)} prompts")
+    before = cache.steps if cache is not None else 0
+    dbefore = draft_cache.steps if draft_cache is not None else 0
+    if dbefore + len(draft_prefix) != before:
+        raise ValueError(f"the draft's cache ({dbefore} steps) plus draft_prefix ({len(draft_prefix)} tokens) must "
+                         f"reach the target's cache ({before} steps)")
     longest = max(len(p) for p in prompts)
     for name, m in (("target", target), ("draft", draft.model)):
-        if longest + max_new_tokens > m.kv_plan.max_seq_len:
-            raise ContextWindowExceededError(longest, m.kv_plan.max_seq_len, max_new_tokens)
+        if before + longest + max_new_tokens > m.kv_plan.max_seq_len:
+            raise ContextWindowExceededError(before + longest, m.kv_plan.max_seq_len, max_new_tokens)
 
     stats = stats if stats is not None else GenerationStats()
     spec = spec_stats if spec_stats is not None else SpeculativeStats()
@@ -103,10 +118,9 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
     stops = StopMatcher(stop)
     rows = [_Row(decoder=_stream_decoder(tokenizer)) for _ in prompts]
     sampler = Sampler(sampling, device)
-    capacity = longest + max_new_tokens
-    tcache = KVCache(target.kv_plan, batch_size=b, capacity=capacity, dtype=dtype, device=device)
-    dcache = KVCache(draft.model.kv_plan, batch_size=b, capacity=capacity, dtype=_device_dtype(draft.model)[1],
-                     device=device)
+    capacity = before + longest + max_new_tokens
+    tcache = _cache(cache, target, b, capacity, dtype, device)
+    dcache = _cache(draft_cache, draft.model, b, capacity, _device_dtype(draft.model)[1], device)
     stats.cache = tcache
     fused_t, stats.step = choose_step(step, target, tcache)
     fused_d, _ = choose_step(step, draft.model, dcache)
@@ -120,7 +134,11 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
     if cancel is not None:
         cancel.raise_if_cancelled("before the prefill")
     start = time.perf_counter()
+    positions = positions + before
     with torch.inference_mode():
+        if draft_prefix:
+            _feed(draft.model, dcache, None, [list(draft_prefix)], torch.tensor([[dbefore]], device=device), device,
+                  Logits.LAST)
         for s in range(0, ids.shape[1], prefill_chunk):
             logits = target(ids[:, s:s + prefill_chunk], cache=tcache, positions=positions[:, s:s + prefill_chunk],
                             logits=Logits.LAST)[:, -1]                                  # [B, V]
@@ -186,12 +204,26 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
             dcache.rewind_speculative(dcache.steps - seen + keep, dtails)
             dpending = [c[keep:a] + p for c, p in zip(chunk, pending)]
             stats.decode_steps += 1
+            if b == 1 and rows[0].finish is not None:     # the caches may hold tokens past the end (EOS, after it)
+                end = before + len(prompts[0]) + len(rows[0].tokens)
+                tcache.rewind_speculative(min(tcache.steps, end), tails)
+                dcache.rewind_speculative(min(dcache.steps, end), dtails)
         stats.decode_seconds = time.perf_counter() - decode_start
+        spec.draft_cache = dcache
     for r, row in enumerate(rows):
         if row.finish is None:
             row.finish = FinishReason.LENGTH
             _flush(row, r, on_token)
     return [Generation(row.tokens, row.text if row.decoder else None, row.finish) for row in rows]
+
+
+def _cache(given: KVCache | None, model, b: int, capacity: int, dtype, device) -> KVCache:
+    """A new cache, or the given one grown to hold `capacity` steps."""
+    if given is None:
+        return KVCache(model.kv_plan, batch_size=b, capacity=capacity, dtype=dtype, device=device)
+    if capacity > given.capacity:
+        return given.grown(min(model.kv_plan.max_seq_len, max(capacity, 2 * given.capacity)))
+    return given
 
 
 def _ring_windows(cache: KVCache) -> list[int]:
