@@ -54,6 +54,8 @@ def register(sub) -> None:
     t.add_argument("--lr", type=float, default=DraftTrainConfig.lr, help="peak AdamW learning rate (default 3e-4)")
     t.add_argument("--minutes", type=float, default=None, help="stop distilling after this long")
     t.add_argument("--seed", type=int, default=0, help="seed of the prompts and the data order")
+    t.add_argument("--data-cache", default=None, metavar="FILE",
+                   help="keep the target's answers and scores in FILE (reused when it exists: retrain faster)")
     t.set_defaults(run=_cmd_train)
 
 
@@ -71,7 +73,7 @@ def _cmd_train(args) -> int:
     config = DraftTrainConfig(n_layers=args.layers, vocab=args.vocab, answer_tokens=args.answer_tokens,
                               epochs=args.epochs, lr=args.lr, minutes=args.minutes, seed=args.seed)
     start = time.perf_counter()
-    draft, report = train_draft(target, lm.tokenizer, prompts, config, target_name=name)
+    draft, report = train_draft(target, lm.tokenizer, prompts, config, target_name=name, data_cache=args.data_cache)
     out = save_draft(args.out, draft)
     report.update({"target": name, "adapter": args.adapter, "data": args.data, "wall_seconds": time.perf_counter() - start})
     write_text_atomic(out / "train.json", json.dumps(report, indent=1) + "\n")

@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import math
 import time
+from pathlib import Path
 
 import torch
 from torch.nn import functional as F
@@ -133,7 +134,7 @@ def distill(draft: DraftModel, data: list[Scored], config: DraftTrainConfig, *, 
                 g["lr"] = lr
             opt.step()
             step, tokens = step + 1, tokens + n
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens / (time.perf_counter() - start):.0f}")
     bar.close()
@@ -164,16 +165,28 @@ def _batch_loss(model: Decoder, batch: list[Scored], index: torch.Tensor) -> tup
 
 
 def train_draft(target: Decoder, tokenizer, prompts: list[str], config: DraftTrainConfig = DraftTrainConfig(), *,
-                target_name: str = "", progress: bool = True) -> tuple[DraftModel, dict]:
-    """Answers, scores, vocabulary, build, distil -> (the draft, a report of every stage's size and time)."""
+                target_name: str = "", progress: bool = True, data_cache: str | Path | None = None
+                ) -> tuple[DraftModel, dict]:
+    """Answers, scores, vocabulary, build, distil -> (the draft, a report of every stage's size and time).
+
+    data_cache: a file keeping the target's answers and scores (written after collecting them, read instead of
+    collecting when it exists and was made from the same prompts, answer length and top-k)."""
     if not prompts:
         raise ValueError("train_draft needs at least one prompt")
     torch.manual_seed(config.seed)
     t0 = time.perf_counter()
-    pairs = answer_prompts(target, tokenizer, prompts, answer_tokens=config.answer_tokens, progress=progress)
-    t1 = time.perf_counter()
-    data = score(target, pairs, top_k=config.top_k, progress=progress)
-    t2 = time.perf_counter()
+    key = {"prompts": prompts, "answer_tokens": config.answer_tokens, "top_k": config.top_k}
+    cached = torch.load(data_cache, weights_only=False) if data_cache and Path(data_cache).is_file() else None
+    if cached is not None and cached["key"] == key:
+        pairs, data = cached["pairs"], cached["data"]
+        t1 = t2 = time.perf_counter()
+    else:
+        pairs = answer_prompts(target, tokenizer, prompts, answer_tokens=config.answer_tokens, progress=progress)
+        t1 = time.perf_counter()
+        data = score(target, pairs, top_k=config.top_k, progress=progress)
+        t2 = time.perf_counter()
+        if data_cache:
+            torch.save({"key": key, "pairs": pairs, "data": data}, data_cache)
     vocab = frequent_vocab(pairs, min(config.vocab, target.kv_plan.vocab_size), vocab_size=target.kv_plan.vocab_size,
                            always=set(tokenizer.eos_token_ids))
     draft = build_draft(target, n_layers=config.n_layers, vocab_ids=vocab, target_name=target_name)
