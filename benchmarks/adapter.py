@@ -5,7 +5,7 @@ time, adapter size; and the draft acceptance rate on the task with the general d
 
     python benchmarks/adapter.py --json --draft out/drafts/smollm2 [--train 240 --heldout 60 --epochs 2]
 
-Train and held-out questions come from different reasoning-gym seeds and share no question text (checked).
+Train and held-out questions are distinct questions of one seeded reasoning-gym draw (no question text shared).
 Everything runs in this process on the default model in float32; timing figures depend on the machine's load.
 """
 
@@ -35,10 +35,18 @@ HINT = " Reply with the number only."
 TASK = dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2, operators=("+", "-"))
 
 
-def task_lines(n: int, seed: int) -> list[list[dict]]:
-    data = reasoning_gym.create_dataset("basic_arithmetic", size=n, seed=seed, **TASK)
-    return [[{"role": "user", "content": e["question"] + HINT}, {"role": "assistant", "content": e["answer"]}]
-            for e in data]
+def task_lines(n_train: int, n_heldout: int) -> tuple[list, list]:
+    """Distinct questions of one seeded reasoning-gym draw: the first n_train train, the next n_heldout held out."""
+    data = reasoning_gym.create_dataset("basic_arithmetic", size=3 * (n_train + n_heldout), seed=1, **TASK)
+    seen, lines = set(), []
+    for e in data:
+        if e["question"] not in seen:
+            seen.add(e["question"])
+            lines.append([{"role": "user", "content": e["question"] + HINT},
+                          {"role": "assistant", "content": e["answer"]}])
+    if len(lines) < n_train + n_heldout:
+        raise SystemExit(f"only {len(lines)} distinct questions; ask for fewer")
+    return lines[:n_train], lines[n_train:n_train + n_heldout]
 
 
 def acceptance(target, draft, tokenizer, convs, gamma: int) -> dict:
@@ -60,9 +68,7 @@ def main() -> None:
     p.add_argument("--gamma", type=int, default=4)
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="openafm-adapter-bench-"))
-    train_lines, held_lines = task_lines(args.train, seed=1), task_lines(args.heldout, seed=2)
-    overlap = {c[0]["content"] for c in train_lines} & {c[0]["content"] for c in held_lines}
-    held_lines = [c for c in held_lines if c[0]["content"] not in overlap]
+    train_lines, held_lines = task_lines(args.train, args.heldout)
     for name, lines in (("train", train_lines), ("heldout", held_lines)):
         (work / f"{name}.jsonl").write_text("".join(json.dumps(c) + "\n" for c in lines))
     train, held = read_conversations(work / "train.jsonl"), read_conversations(work / "heldout.jsonl")
@@ -89,7 +95,7 @@ def main() -> None:
     result = {
         "task": {"reasoning_gym": "basic_arithmetic", **{k: list(v) if isinstance(v, tuple) else v
                                                           for k, v in TASK.items()},
-                 "hint": HINT, "train": len(train), "heldout": len(held), "train_seed": 1, "heldout_seed": 2},
+                 "hint": HINT, "train": len(train), "heldout": len(held), "seed": 1, "split": "distinct questions, first N train"},
         "base_accuracy": base_acc["accuracy"], "adapter_accuracy": adapter_acc["accuracy"],
         "examples": {"base": base_acc["examples"][:3], "adapter": adapter_acc["examples"][:3]},
         "adapter": {"rank": config.rank, "alpha": config.alpha, "targets": list(config.targets),

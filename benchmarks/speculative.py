@@ -98,6 +98,7 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--gammas", default="2,3,4,5,6,8")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--prompts", type=int, default=len(PROMPTS), help="use the first N prompts")
     p.add_argument("--skip", default="", help="comma list of sections to skip: native,sampled,constrained")
     args = p.parse_args()
     if not Path(args.draft, "draft.json").is_file():
@@ -116,7 +117,7 @@ def main() -> None:
         draft = load_draft(args.draft, lm.model)
         result["draft"]["own_parameters"] = draft.num_parameters()
         result["target_parameters"] = lm.model.num_parameters()
-        prompts = [lm.encode(lm.chat_prompt(q)) for q in PROMPTS]
+        prompts = [lm.encode(lm.chat_prompt(q)) for q in PROMPTS[:args.prompts]]
         variants = {"plain": lambda ids: run_plain(lm, ids, args.new_tokens)}
         for g in gammas:
             variants[f"gamma_{g}"] = (lambda g: lambda ids: run_spec(lm, draft, ids, args.new_tokens, g))(g)
