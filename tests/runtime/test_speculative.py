@@ -10,12 +10,16 @@ import jsonschema
 import pytest
 import torch
 from scipy.stats import chisquare
+from packed_codes import rtn_codes
 from tiny import make_tiny
 
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model
 from openafm.models.presets import get_preset
+from openafm.nn.lora import apply_lora
+from openafm.nn.packed_model import QuantizedCodes, pack_model
 from openafm.runtime.constrained import GrammarConstraint
+from openafm.runtime.conversation import Conversation
 from openafm.runtime.draft import DraftModel, build_draft, load_draft, save_draft
 from openafm.runtime.fused_step import fused_decoder
 from openafm.runtime.generate import FinishReason, GenerationStats, generate_tokens
@@ -119,6 +123,32 @@ def test_fused_scoring_pass_equals_one_token_steps_bitwise(name):
     assert torch.equal(one, many)
 
 
+@pytest.mark.parametrize("bits", [2, 8])
+def test_fused_scoring_pass_on_packed_weights_with_lora(bits):
+    """The 2-bit (and 8-bit) packed target with a LoRA adapter: scoring pass = one-token steps, bit for bit, and
+    greedy speculative decoding = plain greedy."""
+    model = target_model("smollm2-tiny")
+    pack_model(model, {name: QuantizedCodes(*rtn_codes(p.detach(), bits), bits)
+                       for name, p in model.named_parameters() if p.ndim == 2})
+    apply_lora(model, rank=4, alpha=8.0, targets=("qkv", "down"))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    ids = torch.arange(1, 12)[None]
+    a, b = (KVCache(model.config, batch_size=1, capacity=32) for _ in range(2))
+    step = fused_decoder(model)
+    with torch.inference_mode():
+        model(ids[:, :5], cache=a)
+        model(ids[:, :5], cache=b)
+        one = torch.stack([step(ids[:, i:i + 1], a, torch.tensor([[i]]))[0] for i in range(5, 11)])
+        many = step.verify(ids[:, 5:11], b, torch.arange(5, 11)[None])[0]
+    assert torch.equal(one, many)
+    plain = generate_tokens(model, PROMPT, max_new_tokens=40)[0].token_ids
+    assert generate_speculative(model, DraftModel(noisy(target_model("smollm2-tiny"), 0.3)), PROMPT,
+                                max_new_tokens=40, gamma=4)[0].token_ids == plain
+
+
 def test_acceptance_rule_keeps_the_target_distribution():
     """Vocabulary of 8: the second token's marginal under speculative sampling (1 proposal from a noisy draft) equals
     the exact marginal sum_x1 p(x1) p(x2 | x1) of the target."""
@@ -199,7 +229,6 @@ def test_bad_gamma_and_vocabulary_are_refused():
 
 def test_conversation_with_a_draft_equals_one_without(tokenizer):
     """Two turns of a session-style conversation (caches continued, the draft's caught up) give the same tokens."""
-    from openafm.runtime.conversation import Conversation
     target = target_model("smollm2-tiny", vocab_size=49152, max_seq_len=512)
     outs = []
     for draft in (None, DraftModel(noisy(target, 0.3))):
