@@ -241,3 +241,17 @@ def test_conversation_with_a_draft_equals_one_without(tokenizer):
         if draft is not None:
             assert conv.draft_cache.steps <= conv.cached
     assert outs[0] == outs[1]
+
+
+def test_a_draft_of_an_adapted_target_saves_plain_weights(tmp_path):
+    target = target_model("smollm2-tiny")
+    apply_lora(target, rank=2, alpha=2.0, targets=("qkv", "down"))
+    with torch.no_grad():
+        for name, p in target.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    draft = build_draft(target, n_layers=2)
+    back = load_draft(save_draft(tmp_path / "d", draft), target)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    torch.testing.assert_close(back.model(ids), draft.model(ids))
+    assert not any("lora" in k for k in back.model.state_dict())           # folded into the copied weights

@@ -31,6 +31,7 @@ from openafm.errors import CheckpointError
 from openafm.models.decoder import CausalLM, Decoder
 from openafm.models.plan import DecoderConfig, LayerSpec
 from openafm.nn.linear import Linear
+from openafm.nn.lora import merge_lora
 
 FORMAT = "openafm-draft"
 FORMAT_VERSION = 1
@@ -119,7 +120,10 @@ def build_draft(target: Decoder, *, n_layers: int = 2, vocab_ids: torch.Tensor |
 
 
 def _copy_module(module: nn.Module) -> nn.Module:
-    return copy.deepcopy(module)
+    """A copy with its own tensors; LoRA adapters (a base + adapter target) folded into the copied weights."""
+    out = copy.deepcopy(module)
+    merge_lora(out)
+    return out
 
 
 def _head_rows(target: CausalLM, vocab_ids: torch.Tensor | None) -> torch.Tensor:
