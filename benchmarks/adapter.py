@@ -1,5 +1,5 @@
-"""The adapter toolkit on a held-out task: reasoning-gym's basic_arithmetic (two terms, + and -, answers as a bare
-number), written as toolkit JSONL; base vs base + adapter exact-match accuracy on held-out questions, training
+"""The adapter toolkit on a held-out task: reasoning-gym's basic_arithmetic (two one-digit terms, +, with signs and
+parentheses; the answer as a bare number), written as toolkit JSONL; base vs base + adapter exact-match accuracy on held-out questions, training
 time, adapter size; and the draft acceptance rate on the task with the general draft vs an adapter-matched draft
 (`openafm draft train --adapter`), speculative decoding on the base + adapter target.
 
@@ -32,7 +32,7 @@ from openafm.train.adapter_toolkit import AdapterConfig, answer_accuracy, train_
 from openafm.train.draft import DraftTrainConfig, train_draft  # noqa: E402
 
 HINT = " Reply with the number only."
-TASK = dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2, operators=("+", "-"))
+TASK = dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1, operators=("+",))
 
 
 def task_lines(n_train: int, n_heldout: int) -> tuple[list, list]:
@@ -62,7 +62,7 @@ def acceptance(target, draft, tokenizer, convs, gamma: int) -> dict:
 def main() -> None:
     p = parser(__doc__.split("\n")[0])
     p.add_argument("--draft", default="out/drafts/smollm2", help="the general draft (openafm draft train)")
-    p.add_argument("--train", type=int, default=240)
+    p.add_argument("--train", type=int, default=120)
     p.add_argument("--heldout", type=int, default=60)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--gamma", type=int, default=4)
@@ -76,7 +76,7 @@ def main() -> None:
     log(f"base accuracy on {len(held)} held-out questions")
     base_acc = answer_accuracy(lm.model, lm.tokenizer, held, max_new_tokens=12)
     base_model = lm.model
-    config = AdapterConfig(epochs=args.epochs, batch_size=4, seq_len=256, lr=5e-4, patience=1)
+    config = AdapterConfig(epochs=args.epochs, batch_size=4, seq_len=128, lr=5e-4, patience=1)
     log(f"training the adapter: {len(train)} conversations, {args.epochs} epochs")
     t = time.perf_counter()
     fresh = load_model("smollm2-135m-instruct", weights="float32")        # training wraps its base in LoRA
@@ -88,7 +88,7 @@ def main() -> None:
     log("adapter-matched draft")
     t = time.perf_counter()
     matched, draft_report = train_draft(adapted, lm.tokenizer, [c.prompt_text() for c in train],
-                                        DraftTrainConfig(answer_tokens=12, epochs=4), target_name="task")
+                                        DraftTrainConfig(answer_tokens=12, epochs=4, minutes=3), target_name="task")
     draft_s = time.perf_counter() - t
     save_draft(work / "matched", matched)
     general = load_draft(args.draft, adapted)

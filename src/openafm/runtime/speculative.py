@@ -128,6 +128,8 @@ def generate_speculative(target: CausalLM, draft: DraftModel, prompts: list[list
     spec.verify = "fused" if verify is not None else "eager"
     stats.kv_cache_bytes = tcache.nbytes() + dcache.nbytes()
     stats.prompt_tokens = sum(len(p) for p in prompts)
+    # tokens one pass may write: less than any ring's window (it may not wrap over itself); without rings, a long
+    # run of forced tokens beyond gamma + 64 is fed on its own first
     limit = min([w - 1 for c in (tcache, dcache) for w in _ring_windows(c)] + [gamma + 64])
 
     ids, positions = _left_pad(prompts, device)
