@@ -18,15 +18,18 @@ from openafm.errors import OpenAFMError
 from openafm.models.build import build_model
 from openafm.models.presets import CONFIG_ONLY, PRESETS, get_preset
 from openafm.models.upcycle import upcycle_config, upcycle_state_dict
+from openafm.runtime.draft import load_draft
 from openafm.runtime.generate import GenerationStats
 from openafm.runtime.kv_cache import KVStorage
+from openafm.runtime.speculative import SpeculativeStats
 from openafm.runtime.threads import set_threads, threads_summary
 
 # Commands that live beside the spine (data, train, compress, ...): each module has register(subparsers).
 COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
                               "openafm.commands.train", "openafm.commands.pipeline", "openafm.commands.qat",
                               "openafm.commands.sft", "openafm.commands.synth", "openafm.commands.eval",
-                              "openafm.commands.rl", "openafm.commands.reward", "openafm.commands.vision"]
+                              "openafm.commands.rl", "openafm.commands.reward", "openafm.commands.vision",
+                              "openafm.commands.draft", "openafm.commands.adapter"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--kv", choices=["native", "int8"], default="native",
                    help="KV cache storage: native (the model's dtype, default) or int8 (per-token, per-head "
                         "scales; ~1/4 of fp32 cache memory)")
+    g.add_argument("--draft", default=None, metavar="DIR",
+                   help="speculative decoding with this draft (openafm draft train --out DIR): greedy output is "
+                        "unchanged, sampling keeps the model's distribution")
+    g.add_argument("--gamma", type=int, default=4, help="draft tokens per round with --draft (default 4)")
     g.set_defaults(run=_cmd_generate)
 
     c = sub.add_parser("chat", help="interactive chat that streams the model's replies",
@@ -167,10 +174,18 @@ def _cmd_generate(args) -> int:
     elif args.system is not None:
         raise ValueError("--system needs --chat")
     stats = GenerationStats()
-    lm.generate(prompt, on_token=_print_token, stats=stats, kv_storage=KVStorage(args.kv), **_sampling(args))
+    spec = SpeculativeStats() if args.draft else None
+    draft = dict(draft=load_draft(args.draft, lm.model), gamma=args.gamma, spec_stats=spec) if args.draft else {}
+    lm.generate(prompt, on_token=_print_token, stats=stats, kv_storage=KVStorage(args.kv), **_sampling(args), **draft)
     print()
     if not args.quiet_stats:
-        print(_stats_line(stats, load_s), file=sys.stderr)
+        line = _stats_line(stats, load_s)
+        if spec is not None:     # a round commits several tokens: tokens/s is new tokens over decode time
+            line = line.replace(f"decode {stats.decode_tokens_per_second:.1f} tok/s",
+                                f"decode {(stats.new_tokens - 1) / max(stats.decode_seconds, 1e-9):.1f} tok/s "
+                                f"(speculative, gamma {args.gamma}: {spec.acceptance_rate:.0%} of draft tokens "
+                                f"accepted, {spec.mean_accepted_length:.2f} per round)")
+        print(line, file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,7 @@
     loader.py           PackedLoader: a deterministic, resumable loader of packed rows over shards and a mixture
     batch.py            Batch: one training batch of packed rows (what the loader yields, the trainer consumes)
     chat.py             ChatExample (a user turn and the assistant turn to learn) and JSONL files of them
+    conversations.py    the adapter toolkit's JSONL: one conversation of turns per line, tool-call extension
     guided.py           guided-generation SFT data: seeded @generable types, valid short instances, prompts
     guided_vocab.py     the word tables, fields and concepts the guided-generation data is built from
     instructions.py     verifiable instruction-following constraints (IFEval-style): seeded prompts, strict and loose

@@ -7,7 +7,8 @@ openafm's extensions that are not names (the SDK has none of them; code written 
 
     LanguageModelSession   tool_choice=; respond(include_schema_in_prompt=); stream_response of structured
                            output (generating= / schema= / json_schema=); prewarm(); last_prefill
-    SystemLanguageModel    model= (which openafm model), adapter=, max_concurrent_requests=; unavailable_detail
+    SystemLanguageModel    model= (which openafm model), adapter= (a file or an exported bundle), max_concurrent_requests=,
+                           draft= (an fm.Draft: speculative decoding); unavailable_detail
     GenerationSchema       to_json_schema(), from_json_schema() (a raw JSON Schema, checked for the decoder; fit=,
                            narrowed_keywords, ignored_keywords, rewritten_keywords)
     GeneratedContent       from_partial_json() (streamed snapshots)
@@ -33,12 +34,14 @@ Modules:
     structured.py  StructuredDecoding: decoding-side remedies that make structured responses finish
     tool.py        Tool, the tool-call grammar and the tools prompt
     transcript.py  Transcript: a session's entries, to and from dictionaries
-    adapter.py     SystemLanguageModel.Adapter: a LoRA adapter file tied to its base weights
+    adapter.py     SystemLanguageModel.Adapter: a LoRA adapter file (or exported bundle) tied to its base weights
+    draft.py       Draft: a draft model directory for speculative decoding (openafm extension)
     errors.py      the SDK's error types (and openafm's few additions)
     guardrails/    the lexical safety filter behind SystemLanguageModelGuardrails
 """
 
 from openafm.fm.adapter import Adapter
+from openafm.fm.draft import Draft
 from openafm.fm.content import GeneratedContent, GenerationID, parse_partial_json
 from openafm.fm.errors import (
     AssetsUnavailableError,
@@ -92,6 +95,7 @@ SDK_NAMES = [
 ]
 EXTENSIONS = [
     "Adapter",                  # also SystemLanguageModel.Adapter (Swift's name; the Python SDK has no adapters)
+    "Draft",                    # SystemLanguageModel(draft=fm.Draft(dir)): speculative decoding with a draft model
     "ContentConversionError",   # a DecodingFailureError that is also a ValueError: content that does not fit a field
     "GenerableDecoratorError",  # @generable applied to something it cannot make generable
     "GuideValueError",          # a malformed guide value (the SDK raises a plain ValueError)

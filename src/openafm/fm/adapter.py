@@ -8,6 +8,7 @@ corrupt or foreign file raises `AssetsUnavailableError`, and so does attaching i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from openafm.checkpoint.adapter import attach_adapter, read_adapter
@@ -17,8 +18,17 @@ from openafm.fm.errors import AssetsUnavailableError
 
 class Adapter:
     def __init__(self, file_url: str | Path):
+        """file_url: an adapter file, or a bundle directory (`openafm adapter export`: adapter.safetensors,
+        bundle.json, optionally draft/, which SystemLanguageModel then uses for speculative decoding)."""
+        path, self.draft_directory = Path(file_url), None
+        if path.is_dir():
+            if not (path / "bundle.json").is_file():
+                raise AssetsUnavailableError(f"{path}: a directory without bundle.json is not an adapter bundle")
+            bundle = json.loads((path / "bundle.json").read_text())
+            self.draft_directory = path / bundle["draft"] if bundle.get("draft") else None
+            path = path / "adapter.safetensors"
         try:
-            self._file = read_adapter(file_url)
+            self._file = read_adapter(path)
         except CheckpointError as e:
             raise AssetsUnavailableError(str(e)) from e
 

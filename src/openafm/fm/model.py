@@ -25,6 +25,7 @@ from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.errors import OpenAFMError
 from openafm.fm.adapter import Adapter
+from openafm.fm.draft import Draft
 from openafm.fm.errors import ConcurrentRequestsError
 from openafm.fm.prompt import prompt_text
 from openafm.fm.schema import GenerationSchema
@@ -35,6 +36,7 @@ from openafm.runtime.language_model import LanguageModel
 DEFAULT_MAX_CONCURRENT_REQUESTS = 4
 _LOADED: dict[tuple, object] = {}        # (model name, adapter key or None) -> LanguageModel
 _LOAD_LOCK = threading.Lock()
+_DRAFTS: dict[tuple, object] = {}        # (model key, draft key) -> runtime DraftModel
 _RUNNING: dict[tuple, int] = {}          # same keys -> requests generating now
 _RUN_LOCK = threading.Lock()
 
@@ -85,8 +87,13 @@ class SystemLanguageModel:
     def __init__(self, use_case: SystemLanguageModelUseCase = SystemLanguageModelUseCase.GENERAL,
                  guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT,
                  adapter: Adapter | None = None, *, model: str = DEFAULT_MODEL,
-                 max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS):
+                 max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS, draft: Draft | None = None):
         use_case = _use_case(use_case)
+        if draft is None and adapter is not None and adapter.draft_directory is not None:
+            draft = Draft(adapter.draft_directory)              # an exported bundle brings its matched draft
+        if draft is not None and not isinstance(draft, Draft):
+            raise ValueError(f"draft must be an fm.Draft (a draft directory), got {type(draft).__name__}")
+        self.draft = draft
         if not isinstance(guardrails, SystemLanguageModelGuardrails):
             raise ValueError(f"guardrails must be a SystemLanguageModelGuardrails, got {guardrails!r}")
         if adapter is not None and not isinstance(adapter, Adapter):
@@ -115,6 +122,17 @@ class SystemLanguageModel:
                 _LOADED[self._key] = LanguageModel(self.adapter.attach(base.model), base.tokenizer,
                                                    name=f"{base.name}+adapter", source=str(self.adapter.file_url))
             return _LOADED[self._key]
+
+    def draft_model(self):
+        """The runtime draft beside the loaded model, or None (openafm extension: speculative decoding)."""
+        if self.draft is None:
+            return None
+        lm = self.language_model()
+        with _LOAD_LOCK:
+            key = (self._key, self.draft.key)
+            if key not in _DRAFTS:
+                _DRAFTS[key] = self.draft.load(lm)
+            return _DRAFTS[key]
 
     @contextlib.contextmanager
     def admitted(self):

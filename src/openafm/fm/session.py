@@ -273,7 +273,8 @@ class LanguageModelSession:
     def _conv(self):
         if self._conversation is None:
             lm = self.model.language_model()
-            self._conversation = Conversation(lm.model, lm.tokenizer)
+            self._conversation = Conversation(lm.model, lm.tokenizer, draft=self.model.draft_model(),
+                                              gamma=self.model.draft.gamma if self.model.draft else 4)
         return self._conversation
 
     def _sync(self, conv, add_generation_prompt: bool = True) -> None:

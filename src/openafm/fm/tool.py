@@ -89,7 +89,12 @@ def distinct(tools: list[Tool]) -> list[Tool]:
 
 def tools_prompt(tools: list[Tool]) -> str:
     """The system-prompt text that tells the model about the tools and the call format."""
-    specs = json.dumps([tool_spec(t) for t in distinct(tools)], separators=(", ", ": "))
+    return specs_prompt([tool_spec(t) for t in distinct(tools)])
+
+
+def specs_prompt(specs: list[dict]) -> str:
+    """tools_prompt over tool specs ({"name", "description", "parameters"}; the adapter toolkit's data has these)."""
+    specs = json.dumps(specs, separators=(", ", ": "))
     return ("You can call functions to answer the user. Decide whether the question needs one or more of the "
             "functions below; if it does, reply with the calls and nothing else, in the format "
             + CALL_OPEN + '[{"name": "function name", "arguments": {"argument": "value"}}]' + CALL_CLOSE

@@ -10,7 +10,7 @@
     constrained.py     constrained decoding: an llguidance grammar masks the logits and fast-forwards forced tokens
     conversation.py    an append-only conversation whose KV cache persists across turns
     steering.py        reorder the tokens a grammar allows (repetition penalty, closing bias) without widening it
+    speculative.py     speculative decoding: a draft proposes, the target scores in one pass, caches roll back
+    draft.py           DraftModel: a small decoder over the target's embedding with a frequent-token head
     threads.py         CPU threads: `--threads`, idle OpenMP workers sleeping (OMP_WAIT_POLICY), the timing line
-
-    next: speculative decoding.
 """

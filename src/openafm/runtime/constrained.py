@@ -113,6 +113,18 @@ class GrammarConstraint:
         self.forced_count += len(tokens)
         return tokens
 
+    def rollback(self, n: int) -> None:
+        """Undo the last `n` consumed tokens (speculative decoding: what the target rejected)."""
+        if n <= 0:
+            return
+        if n > len(self.generated) or not self.matcher.rollback(n):
+            raise GrammarError(f"{self.description}: cannot roll back {n} tokens: {self.matcher.get_error()}")
+        del self.generated[-n:]
+
+    def forced_now(self, budget: int) -> list[int]:
+        """The tokens the grammar forces next (at most `budget`), not yet consumed."""
+        return list(self.matcher.compute_ff_tokens())[:budget]
+
     @property
     def done(self) -> bool:
         """The grammar is complete and admits nothing more."""

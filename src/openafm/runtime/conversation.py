@@ -17,9 +17,11 @@ import torch
 
 from openafm.models.decoder import Logits
 from openafm.runtime.cancel import CancelToken, GenerationCancelled
+from openafm.runtime.draft import DraftModel
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
 from openafm.runtime.kv_cache import KVCache
 from openafm.runtime.sampling import SamplingParams
+from openafm.runtime.speculative import SpeculativeStats, generate_speculative
 
 
 @dataclasses.dataclass
@@ -30,8 +32,12 @@ class TurnCounters:
 
 
 class Conversation:
-    def __init__(self, model, tokenizer):
+    def __init__(self, model, tokenizer, *, draft: DraftModel | None = None, gamma: int = 4):
+        """draft: generate with speculative decoding (runtime.speculative); the draft keeps its own cache, a
+        prefix of the target's, caught up at each turn."""
         self.model, self.tokenizer = model, tokenizer
+        self.draft, self.gamma = draft, gamma
+        self.draft_cache: KVCache | None = None
         self.tokens: list[int] = []     # the whole conversation, in order
         self.text = ""                  # what those tokens stand for, as appended
         self.cache: KVCache | None = None
@@ -67,6 +73,12 @@ class Conversation:
                 self.cache.rewind(n_tokens)
             else:
                 self.cache = None
+        if self.draft_cache is not None and self.draft_cache.steps > min(n_tokens, self.cached):
+            keep = min(n_tokens, self.cached)
+            if self.draft_cache.can_rewind(keep):
+                self.draft_cache.rewind(keep)
+            else:
+                self.draft_cache = None
 
     def prefill(self) -> int:
         """Run the tokens not yet cached through the model (no generation); returns how many."""
@@ -100,11 +112,15 @@ class Conversation:
         stats = stats if stats is not None else GenerationStats()
         counters = TurnCounters(prefilled_tokens=len(new), cached_tokens=self.cached)
         try:
-            out = generate_tokens(self.model, [new], max_new_tokens=max_new_tokens, sampling=sampling,
-                                  eos_token_ids=set(self.tokenizer.eos_token_ids), tokenizer=self.tokenizer,
-                                  on_token=on_token, stats=stats, constraint=constraint, cache=self.cache,
-                                  cancel=cancel)[0]
+            if self.draft is not None:
+                out = self._generate_speculative(new, max_new_tokens, sampling, constraint, on_token, stats, cancel)
+            else:
+                out = generate_tokens(self.model, [new], max_new_tokens=max_new_tokens, sampling=sampling,
+                                      eos_token_ids=set(self.tokenizer.eos_token_ids), tokenizer=self.tokenizer,
+                                      on_token=on_token, stats=stats, constraint=constraint, cache=self.cache,
+                                      cancel=cancel)[0]
         except GenerationCancelled:
+            self.draft_cache = None                     # rebuilt from the tokens next turn
             self.cache = stats.cache if stats.cache is not None else self.cache
             self._trim_cache(len(self.tokens))
             if stats.prefill_seconds:                   # the prefill ran: its tokens stay cached
@@ -112,6 +128,7 @@ class Conversation:
             raise
         except BaseException:
             self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
+            self.draft_cache = None
             raise
         self.cache = stats.cache
         self.tokens += out.token_ids
@@ -119,4 +136,18 @@ class Conversation:
         counters.generated_tokens = len(out.token_ids)
         self.last_turn = counters
         self.total_prefilled += counters.prefilled_tokens
+        return out
+
+    def _generate_speculative(self, new, max_new_tokens, sampling, constraint, on_token, stats, cancel) -> Generation:
+        if self.cache is None:
+            self.draft_cache = None
+        dcached = self.draft_cache.steps if self.draft_cache is not None else 0
+        spec = SpeculativeStats()
+        out = generate_speculative(self.model, self.draft, [new], max_new_tokens=max_new_tokens, gamma=self.gamma,
+                                   sampling=sampling, eos_token_ids=set(self.tokenizer.eos_token_ids),
+                                   tokenizer=self.tokenizer, on_token=on_token, stats=stats, spec_stats=spec,
+                                   constraint=constraint, cancel=cancel, cache=self.cache,
+                                   draft_cache=self.draft_cache, draft_prefix=self.tokens[dcached:self.cached])[0]
+        self.draft_cache = spec.draft_cache
+        self.last_speculation = spec
         return out

@@ -10,7 +10,8 @@ with the eager step on every supported family.
 
 What it does not run (the eager step does, and `why_not_fused` says which applies): PT-MoE tracks and
 MoE layers, dtypes other than float32, devices other than the CPU, packed layers set to
-PackedKernel.TORCH, and forwards of more than one token per row (prefill, fast-forwarded tokens).
+PackedKernel.TORCH, and forwards of more than one token per row (prefill, fast-forwarded tokens) except
+`verify`: the few tokens of one sequence that speculative decoding scores in one pass.
 """
 
 from __future__ import annotations
@@ -157,6 +158,29 @@ class FusedDecoder:
             finally:
                 cache.end(positions)
         return logits
+
+    def can_verify(self, cache: KVCache, n: int) -> bool:
+        """Whether `verify` can score n tokens on this cache: one row, and no ring wraps within the pass."""
+        return cache.batch_size == 1 and all(cache.steps + n <= w for w in cache._pos if w is not None)
+
+    def verify(self, ids: torch.Tensor, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
+        """ids [1, T], positions [1, T]: T tokens of one sequence in one pass, each seeing those before it
+        (speculative decoding's scoring pass) -> logits [1, T, V]; writes the T steps into `cache`."""
+        if not self.can_verify(cache, ids.shape[1]):
+            raise ValueError(f"the fused scoring pass takes one row whose rings do not wrap within it; got "
+                             f"{cache.batch_size} rows at step {cache.steps} + {ids.shape[1]}")
+        x = self.model.embed(ids)[0].float()                                  # [T, D]
+        with self._lock:
+            if self._bound is None or self._bound() is not cache:
+                self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
+                self._bound = weakref.ref(cache)
+            step = cache.steps
+            cache.begin(positions)
+            try:
+                logits = self.native.verify(x, positions[0], step)
+            finally:
+                cache.end(positions)
+        return logits[None]
 
 
 _BUILT: weakref.WeakKeyDictionary[nn.Module, FusedDecoder] = weakref.WeakKeyDictionary()

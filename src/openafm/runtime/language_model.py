@@ -6,9 +6,11 @@ from typing import Callable
 
 from openafm.checkpoint.load import LoadedModel
 from openafm.models.build import ModelConfig
+from openafm.runtime.draft import DraftModel
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
 from openafm.runtime.kv_cache import KVStorage
 from openafm.runtime.sampling import SamplingParams
+from openafm.runtime.speculative import SpeculativeStats, generate_speculative
 
 
 class LanguageModel(LoadedModel):
@@ -36,13 +38,15 @@ class LanguageModel(LoadedModel):
     def generate(self, prompt: str | list[str], *, max_tokens: int = 128, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                  stop: list[str] | tuple[str, ...] = (), on_token: Callable[[TokenEvent], None] | None = None,
-                 stats: GenerationStats | None = None, kv_storage: KVStorage = KVStorage.NATIVE) -> str | list[str]:
+                 stats: GenerationStats | None = None, kv_storage: KVStorage = KVStorage.NATIVE,
+                 **speculative) -> str | list[str]:
         """Continue the prompt text (or each of a list of prompts, batched). Returns text (or a list).
-        kv_storage=KVStorage.INT8 keeps the KV cache in int8 (see runtime.kv_cache)."""
+        kv_storage=KVStorage.INT8 keeps the KV cache in int8 (see runtime.kv_cache).
+        draft=DraftModel (runtime.draft), gamma=, spec_stats=: speculative decoding (runtime.speculative)."""
         prompts = [prompt] if isinstance(prompt, str) else list(prompt)
         outs = self.generate_detailed(prompts, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                                       top_p=top_p, seed=seed, stop=stop, on_token=on_token, stats=stats,
-                                      kv_storage=kv_storage)
+                                      kv_storage=kv_storage, **speculative)
         texts = [o.text for o in outs]
         return texts[0] if isinstance(prompt, str) else texts
 
@@ -54,10 +58,17 @@ class LanguageModel(LoadedModel):
                           top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                           stop: list[str] | tuple[str, ...] = (), on_token=None,
                           stats: GenerationStats | None = None,
-                          kv_storage: KVStorage = KVStorage.NATIVE) -> list[Generation]:
+                          kv_storage: KVStorage = KVStorage.NATIVE, draft: DraftModel | None = None,
+                          gamma: int = 4, spec_stats: SpeculativeStats | None = None) -> list[Generation]:
         tok = self._need_tokenizer()
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         ids = [tok.encode(p) for p in prompts]
+        if draft is not None:
+            if kv_storage is not KVStorage.NATIVE:
+                raise ValueError(f"kv_storage={kv_storage} with a draft: speculative decoding keeps native K/V")
+            return generate_speculative(self.model, draft, ids, max_new_tokens=max_tokens, gamma=gamma,
+                                        sampling=sampling, eos_token_ids=set(tok.eos_token_ids), stop=list(stop),
+                                        tokenizer=tok, on_token=on_token, stats=stats, spec_stats=spec_stats)
         return generate_tokens(self.model, ids, max_new_tokens=max_tokens, sampling=sampling,
                                eos_token_ids=set(tok.eos_token_ids), stop=list(stop), tokenizer=tok,
                                on_token=on_token, stats=stats, kv_storage=kv_storage)

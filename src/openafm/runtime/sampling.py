@@ -59,6 +59,28 @@ class Sampler:
         probs = logits.softmax(dim=-1)
         return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
 
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits [B, V] -> the distribution __call__ samples from [B, V] (float32; greedy: one-hot at the
+        argmax). Speculative sampling's acceptance rule compares these of the target and the draft."""
+        p = self.params
+        if p.greedy:
+            return torch.nn.functional.one_hot(logits.argmax(dim=-1), logits.shape[-1]).float()
+        logits = logits.float() / p.temperature
+        if p.top_k is not None and p.top_k < logits.shape[-1]:
+            kth = logits.topk(p.top_k, dim=-1).values[:, -1:]                      # [B, 1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if p.top_p is not None and p.top_p < 1:
+            logits = _nucleus(logits, p.top_p)
+        return logits.softmax(dim=-1)
+
+    def draw(self, probs: torch.Tensor) -> torch.Tensor:
+        """probs [B, V] (rows summing to 1, or unnormalized >= 0) -> token ids [B], from this sampler's generator."""
+        return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+
+    def uniform(self, n: int) -> torch.Tensor:
+        """n uniform draws in [0, 1) from this sampler's generator."""
+        return torch.rand(n, generator=self.generator, device=self.generator.device)
+
 
 def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Mask every token outside the smallest prefix (by probability) whose mass reaches top_p."""

@@ -9,6 +9,8 @@
     hooks.py           TrainHooks: what a non-pretraining job (QAT, LoRA recovery) changes about the loop
     lora.py            LoRAHooks: rank-r LoRA adapters on a frozen base (SFT adapters, quality recovery)
     sft.py             supervised fine-tuning (LoRA or full) on chat examples: loss on the assistant turn, packed rows
+    adapter_toolkit.py the adapter toolkit: rank-32 adapters on conversations, eval per epoch, early stop, bundles
+    draft.py           distil a draft model from its target's greedy answers and next-token distributions
     reward.py          the reward model: trunk + scalar head, level-aware preference loss + single-sided grading
     reward_fit.py      fitting a reward model on a CPU: frozen bottom layers cached, top layers and heads trained
     clip.py            CLIP contrastive pretraining of the vision encoder (symmetric InfoNCE), zero-shot accuracy

@@ -63,6 +63,7 @@ class Order(str, enum.Enum):
 class ChatTokens:
     ids: list[int]     # the conversation, up to and including the assistant's end-of-turn token
     start: int         # ids[start:] is the assistant turn: the tokens with a loss
+    labeled: tuple[bool, ...] | None = None   # several assistant turns: which ids have a loss (overrides start)
 
 
 def chat_tokens(tokenizer, example: ChatExample) -> ChatTokens:
@@ -95,7 +96,8 @@ def pack_row(pieces: Sequence[ChatTokens], seq_len: int, pad_id: int) -> dict[st
     for s, piece in enumerate(pieces):
         n = len(piece.ids)
         ids += piece.ids
-        labels += [piece.ids[j + 1] if j + 1 >= piece.start else IGNORE_INDEX for j in range(n - 1)] + [IGNORE_INDEX]
+        has_loss = piece.labeled or [j >= piece.start for j in range(n)]
+        labels += [piece.ids[j + 1] if has_loss[j + 1] else IGNORE_INDEX for j in range(n - 1)] + [IGNORE_INDEX]
         positions += range(n)
         segments += [s] * n
     if len(ids) > seq_len:
@@ -132,6 +134,10 @@ class SFTLoader:
         self._perm: tuple[int, np.ndarray] | None = None
         self._cache: dict[int, ChatTokens | None] = {}
 
+    def piece(self, example) -> ChatTokens:
+        """One example's tokens (a subclass reads other example types: train.adapter_toolkit's conversations)."""
+        return chat_tokens(self.tokenizer, example)
+
     # --- the example stream ----------------------------------------------------------------------------------
 
     def example_index(self, k: int) -> int:
@@ -150,7 +156,7 @@ class SFTLoader:
             if len(self._cache) > 4 * self.global_batch:
                 self._cache.clear()
             example = self.examples[self.example_index(k)]
-            piece = chat_tokens(self.tokenizer, example)
+            piece = self.piece(example)
             if len(piece.ids) > self.seq_len:
                 if self.too_long is TooLong.ERROR:
                     raise ValueError(f"{example.where}: {len(piece.ids)} tokens do not fit in seq_len={self.seq_len}; "
@@ -163,7 +169,7 @@ class SFTLoader:
         """Tokenize every example now, so a too-long one raises before training (too_long error) -> how many fit."""
         fit = 0
         for i, example in enumerate(self.examples):
-            n = len(chat_tokens(self.tokenizer, example).ids)
+            n = len(self.piece(example).ids)
             if n > self.seq_len and self.too_long is TooLong.ERROR:
                 raise ValueError(f"{example.where}: {n} tokens do not fit in seq_len={self.seq_len}; raise the "
                                  f"sequence length, shorten the example, or skip such examples")
@@ -218,11 +224,11 @@ class SFTLoader:
 
 @torch.no_grad()
 def heldout_loss(model: nn.Module, examples: Sequence[ChatExample], tokenizer, *, seq_len: int, rows: int = 8,
-                 too_long: TooLong = TooLong.ERROR) -> dict[str, float]:
+                 too_long: TooLong = TooLong.ERROR, loader_class: type | None = None) -> dict[str, float]:
     """Mean cross-entropy over the assistant tokens of `examples` (each once, in order) ->
-    {"loss", "tokens", "examples", "skipped"}."""
-    loader = SFTLoader(examples, tokenizer, seq_len=seq_len, global_batch=rows, order=Order.IN_ORDER,
-                       too_long=too_long)
+    {"loss", "tokens", "examples", "skipped"}. loader_class: an SFTLoader subclass for other example types."""
+    loader = (loader_class or SFTLoader)(examples, tokenizer, seq_len=seq_len, global_batch=rows,
+                                         order=Order.IN_ORDER, too_long=too_long)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()

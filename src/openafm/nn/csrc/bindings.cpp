@@ -93,5 +93,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         .def("set_head", &DecodeStep::set_head)
         .def("bind_cache", &DecodeStep::bind_cache)
         .def("step", &DecodeStep::step, py::call_guard<py::gil_scoped_release>())
+        .def("verify", &DecodeStep::verify, py::call_guard<py::gil_scoped_release>())
         .def_property_readonly("threads", &DecodeStep::threads);
 }

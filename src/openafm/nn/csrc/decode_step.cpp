@@ -140,7 +140,7 @@ void DecodeStep::rope(float* x, int64_t heads, const int64_t* pos, int64_t M, in
 }
 
 // Write the new token's K and V (rows of qkv after the H query heads) into the layer's slot.
-void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t slot) {
+void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, bool seq) {
     LayerCache& c = caches_[index];
     const int64_t stride = (h_ + 2 * hkv_) * dh_, S = c.k.size(2);
     const bool int8 = c.k_scale.defined();
@@ -149,7 +149,9 @@ void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t sl
         for (int64_t m = 0; m < M; ++m) {
             for (int64_t hh = 0; hh < hkv_; ++hh) {
                 const float* src = qkv + m * stride + (h_ + which * hkv_ + hh) * dh_;
-                const int64_t at = ((m * hkv_ + hh) * S + slot) * dh_;
+                const int64_t step = seq ? t0 + m : t0, slot = c.ring ? step % c.ring : step;
+                const int64_t row = seq ? 0 : m;                // seq: M tokens of the cache's one row
+                const int64_t at = ((row * hkv_ + hh) * S + slot) * dh_;
                 if (!int8) {
                     std::copy(src, src + dh_, dst.data_ptr<float>() + at);
                     continue;
@@ -160,7 +162,7 @@ void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t sl
                 int8_t* codes = dst.data_ptr<int8_t>() + at;
                 for (int64_t i = 0; i < dh_; ++i)
                     codes[i] = (int8_t)std::max(-127.f, std::min(127.f, std::nearbyint(src[i] / safe)));
-                (which == 0 ? c.k_scale : c.v_scale).data_ptr<float>()[(m * hkv_ + hh) * S + slot] = scale;
+                (which == 0 ? c.k_scale : c.v_scale).data_ptr<float>()[(row * hkv_ + hh) * S + slot] = scale;
             }
         }
     }
@@ -168,24 +170,27 @@ void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t sl
 
 // One query per row and head over the visible slots of the layer's K/V source.
 void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M,
-                        int64_t t0, float* out) {
+                        int64_t t0, bool seq, float* out) {
     const int64_t src = layer.owns_kv ? index : layer.kv_source;
     const LayerCache& c = caches_[src];
-    const int64_t S = c.k.size(2), visible = c.ring ? std::min(t0 + 1, c.ring) : t0 + 1;
+    const int64_t S = c.k.size(2), last = seq ? t0 + M : t0 + 1;
+    const int64_t most = c.ring ? std::min(last, c.ring) : last;
     const int64_t groups = h_ / hkv_, qstride = layer.owns_kv ? (h_ + 2 * hkv_) * dh_ : h_ * dh_;
     const bool int8 = c.k_scale.defined();
     const float scale = 1.f / std::sqrt((float)dh_);
     const int64_t* kpos = c.pos.data_ptr<int64_t>();
     pool_.parallel_range(M * h_, 1, [&](int64_t j0, int64_t j1) {
-        std::vector<float> p(visible), kv(dh_);
+        std::vector<float> p(most), kv(dh_);
         for (int64_t j = j0; j < j1; ++j) {
-            const int64_t m = j / h_, hh = j % h_, g = hh / groups;
+            const int64_t m = j / h_, hh = j % h_, g = hh / groups, row = seq ? 0 : m;
+            const int64_t upto = seq ? t0 + m + 1 : t0 + 1;    // seq: token m sees the steps up to its own
+            const int64_t visible = c.ring ? std::min(upto, c.ring) : upto;
             const float* qv = q + m * qstride + hh * dh_;
-            const int64_t base = (m * hkv_ + g) * S;
+            const int64_t base = (row * hkv_ + g) * S;
             const int64_t qp = qpos[m];
             float mx = -std::numeric_limits<float>::infinity();
             for (int64_t s = 0; s < visible; ++s) {
-                const int64_t kp = kpos[m * c.pos.size(1) + s];
+                const int64_t kp = kpos[row * c.pos.size(1) + s];
                 const bool ok = qp < 0 || (kp >= 0 && kp <= qp && (layer.window == 0 || qp - kp < layer.window));
                 if (!ok) { p[s] = -std::numeric_limits<float>::infinity(); continue; }
                 float d = 0.f;
@@ -221,6 +226,16 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
 }
 
 torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
+    return run(x_in, positions, t0, false);
+}
+
+// M tokens of one sequence (a cache of one row) at steps t0..t0+M-1, each seeing the ones before it: the
+// target's scoring pass of speculative decoding. Rings must not wrap within the pass (the caller checks).
+torch::Tensor DecodeStep::verify(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
+    return run(x_in, positions, t0, true);
+}
+
+torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64_t t0, bool seq) {
     TORCH_CHECK(x_in.dtype() == torch::kFloat32 && x_in.dim() == 2 && x_in.size(1) == dim_, "x must be float32 [B, D]");
     TORCH_CHECK(!caches_.empty(), "bind_cache before step");
     std::lock_guard<std::mutex> lock(busy_);
@@ -237,10 +252,9 @@ torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int6
         const int64_t stride = l.owns_kv ? H + 2 * KV : H;
         if (l.rope) rope(a.data(), l.owns_kv ? h_ + hkv_ : h_, qpos, M, stride);
         if (l.owns_kv) {
-            const LayerCache& c = caches_[i];
-            store_kv(i, a.data(), M, c.ring ? t0 % c.ring : t0);
+            store_kv(i, a.data(), M, t0, seq);
         }
-        attend(l, i, a.data(), qpos, M, t0, o.data());
+        attend(l, i, a.data(), qpos, M, t0, seq, o.data());
         linear(l.attn_out, o.data(), M, y.data());
         for (int64_t j = 0; j < M * dim_; ++j) xp[j] += y[j];
         rms_norm(xp, l.ffn_norm, xn.data(), M);

@@ -41,13 +41,17 @@ public:
     void bind_cache(const py::list& layers);
     // x [B, D] embedded tokens, positions [B], step = time step being written -> logits [B, V].
     torch::Tensor step(torch::Tensor x, torch::Tensor positions, int64_t step);
+    // x [M, D] M tokens of ONE sequence (the bound cache has one row), positions [M], steps step..step+M-1
+    // -> logits [M, V]; each token attends to the cache and the tokens before it (speculative scoring).
+    torch::Tensor verify(torch::Tensor x, torch::Tensor positions, int64_t step);
     int64_t threads() const { return pool_.size(); }
 
 private:
     void linear(const Linear& l, const float* x, int64_t M, float* y);
+    torch::Tensor run(torch::Tensor x, torch::Tensor positions, int64_t step, bool seq);
     void attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M, int64_t t0,
-                float* out);
-    void store_kv(int64_t index, const float* qkv, int64_t M, int64_t slot);
+                bool seq, float* out);
+    void store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, bool seq);
     void rms_norm(const float* x, const torch::Tensor& w, float* y, int64_t M) const;
     void rope(float* x, int64_t heads, const int64_t* pos, int64_t M, int64_t stride) const;
 

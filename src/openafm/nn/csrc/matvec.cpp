@@ -202,7 +202,33 @@ static void f32_rows(const Weight& w, const float* x, float* y, int64_t M, int64
     const int64_t n = w.in, n8 = n / 8 * 8;
     for (int64_t o = o0; o < o1; ++o) {
         const float* wr = w.f32 + o * n;
-        for (int64_t m = 0; m < M; ++m) {
+        int64_t m = 0;
+        // Four rows per weight load (speculative scoring passes several tokens); each row sums in the same
+        // order as the one-row loop below, so a row's result is bit-identical however many rows there are.
+        for (; m + 4 <= M; m += 4) {
+            __m256 a[4][2];
+            for (int r = 0; r < 4; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
+            int64_t i = 0;
+            for (; i + 16 <= n8; i += 16) {
+                const __m256 w0 = _mm256_loadu_ps(wr + i), w1 = _mm256_loadu_ps(wr + i + 8);
+                for (int r = 0; r < 4; ++r) {
+                    const float* xm = x + (m + r) * n;
+                    a[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xm + i), a[r][0]);
+                    a[r][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xm + i + 8), a[r][1]);
+                }
+            }
+            for (; i < n8; i += 8) {
+                const __m256 w0 = _mm256_loadu_ps(wr + i);
+                for (int r = 0; r < 4; ++r) a[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (m + r) * n + i), a[r][0]);
+            }
+            for (int r = 0; r < 4; ++r) {
+                const float* xm = x + (m + r) * n;
+                float s = hsum(_mm256_add_ps(a[r][0], a[r][1]));
+                for (int64_t k = i; k < n; ++k) s += wr[k] * xm[k];
+                y[(m + r) * w.out + o] = s;
+            }
+        }
+        for (; m < M; ++m) {
             const float* xm = x + m * n;
             __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
             int64_t i = 0;
