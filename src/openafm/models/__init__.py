@@ -7,6 +7,7 @@
     build.py         config type -> model class, and the kind names native checkpoints record
     upcycle.py       sparse upcycling (report §4.3): a dense decoder -> an MoE decoder computing the same function
     resize_vocab.py  grow the embeddings after a tokenizer extension (new rows: the mean of their pieces' rows)
+    vision.py        the vision encoder (report §2.3): ViTDet with Register-Window, the plain ViT, presets
 
-    next: the vision encoder and the vision-language adapter.
+    next: the vision-language adapter.
 """
