@@ -15,6 +15,18 @@ from openafm.fm.transcript import image_content, text_content
 from openafm.models.image_views import ImageLoadError, Resolution, load_image
 
 
+def check_vision(model, components: list) -> None:
+    """Before a request: a prompt holding an image needs a model with a vision tower (ImagePromptError naming
+    the model, the first image and its component index, and what to run, otherwise)."""
+    for i, c in enumerate(components):
+        if isinstance(c, Attachment):
+            try:
+                model.vision_tower()
+            except ImagePromptError as e:
+                raise ImagePromptError(f"{e} (the {c.kind} attachment {c!r} is component [{i}])") from None
+            return
+
+
 def embed_images(tower, attachments: list[Attachment], mode: Resolution) -> list[torch.Tensor]:
     """Each attachment's image tokens [tokens(mode), D] in the decoder's embedding space."""
     out = []

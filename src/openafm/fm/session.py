@@ -38,7 +38,7 @@ from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeErr
 from openafm.fm.guardrails import Guardrails, enforce
 from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
-from openafm.fm.images import embed_images, user_contents
+from openafm.fm.images import check_vision, embed_images, user_contents
 from openafm.fm.prompt import Prompt, prompt_components, prompt_parts
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.structured import prompt_with_schema
@@ -127,6 +127,7 @@ class LanguageModelSession:
 
         `prompt`: a str, an Attachment, or a list of them (see openafm.fm.prompt)."""
         prompt = prompt_components(prompt)
+        check_vision(self.model, prompt)
         target = _target_schema(generating, schema, json_schema)
         text, value = await self._run(prompt, target, include_schema_in_prompt, options, None)
         return _result(text, value, generating, target)
@@ -139,6 +140,7 @@ class LanguageModelSession:
         fill in one by one). The last snapshot equals what `respond` returns. Leaving the loop early (`break`,
         an exception, cancellation) cancels the request and rolls it back once the stream is closed."""
         prompt = prompt_components(prompt)
+        check_vision(self.model, prompt)
         target = _target_schema(generating, schema, json_schema)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
