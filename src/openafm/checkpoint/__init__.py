@@ -9,6 +9,7 @@
     llama.py         Llama-family weights (Hugging Face names and layout) -> an openafm decoder plan and state dict
     native.py        openafm's native checkpoint directory (model.safetensors, config.json, tokenizer), atomic writes
     compressed.py    compressed checkpoints: packed low-bit weights and everything else in one safetensors file
+    clip.py          a pretrained CLIP pair (vision encoder + text tower) in one safetensors file; the encoder alone
     adapter.py       LoRA adapter files (one safetensors file) tied to their base model's weights fingerprint
     fingerprint.py   a SHA-256 fingerprint of a model's weights (what adapters and compressed checkpoints record)
     tagged.py        read openafm's single-file safetensors formats, checking their format tag and version

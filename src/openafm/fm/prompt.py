@@ -108,8 +108,8 @@ def prompt_text(prompt: Prompt, *, model: str) -> str:
         if isinstance(component, Attachment):
             raise ImagePromptError(
                 f"Failed to add attachment to prompt: model {model!r} takes text only, so the {component.kind} "
-                f"attachment {component!r} (component [{i}]) cannot be read; image input needs a model with vision "
-                f"support, which openafm does not have yet. Describe the image in text, or leave it out")
+                f"attachment {component!r} (component [{i}]) cannot be read here; image input needs a model with vision "
+                f"weights (a session reads images through prompt_parts and the model's vision tower)")
     return LINE.join(components)
 
 

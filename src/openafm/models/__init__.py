@@ -11,4 +11,5 @@
     vl_adapter.py    the vision-language adapter: patch grid -> a fixed number of decoder tokens (C-Abstractor, ...)
     image_views.py   resolution modes (high 720 / balanced 144 / rapid 9 image tokens), image loading and tiling
     vlm.py           the vision tower (encoder + adapter) and the splice of image tokens into a decoder's input
+    clip.py          the CLIP pair: vision encoder + a small text tower in one embedding space, learned temperature
 """

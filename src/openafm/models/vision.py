@@ -210,18 +210,18 @@ class VisionOutput:
 
 
 class Block(nn.Module):
-    """Pre-norm ViT block; attention over whatever groups of tokens it is handed (windows or whole images)."""
+    """Pre-norm ViT block; attention over whatever groups of tokens it is handed (windows, whole images, texts)."""
 
-    def __init__(self, config: VisionConfig, device=None):
+    def __init__(self, width: int, heads: int, mlp_hidden: int, eps: float, device=None):
         super().__init__()
-        d = config.width
-        self.heads = config.heads
-        self.norm1 = nn.LayerNorm(d, eps=config.norm_eps, device=device)
+        d = width
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(d, eps=eps, device=device)
         self.qkv = nn.Linear(d, 3 * d, device=device)
         self.proj = nn.Linear(d, d, device=device)
-        self.norm2 = nn.LayerNorm(d, eps=config.norm_eps, device=device)
-        self.fc1 = nn.Linear(d, config.mlp_hidden, device=device)
-        self.fc2 = nn.Linear(config.mlp_hidden, d, device=device)
+        self.norm2 = nn.LayerNorm(d, eps=eps, device=device)
+        self.fc1 = nn.Linear(d, mlp_hidden, device=device)
+        self.fc2 = nn.Linear(mlp_hidden, d, device=device)
 
     def attend(self, x: torch.Tensor, key_valid: torch.Tensor | None = None) -> torch.Tensor:
         """x + attention(norm(x)) within each group: [G, L, D]; key_valid [G, L] bool (None: all keys)."""
@@ -244,7 +244,8 @@ class VisionEncoder(nn.Module):
         self.pos = nn.Parameter(torch.randn(1, config.grid, config.grid, d, device=device) * 0.02)
         self.register_token = (nn.Parameter(torch.randn(1, d, device=device) * 0.02)
                                if config.register is RegisterKind.WINDOW else None)
-        self.blocks = nn.ModuleList(Block(config, device=device) for _ in range(config.depth))
+        self.blocks = nn.ModuleList(Block(d, config.heads, config.mlp_hidden, config.norm_eps, device=device)
+                                    for _ in range(config.depth))
         self.norm = nn.LayerNorm(d, eps=config.norm_eps, device=device)
         self.register_buffer("pixel_mean", torch.tensor(PIXEL_MEAN, device=device).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("pixel_std", torch.tensor(PIXEL_STD, device=device).view(1, 3, 1, 1), persistent=False)

@@ -11,6 +11,8 @@
     sft.py             supervised fine-tuning (LoRA or full) on chat examples: loss on the assistant turn, packed rows
     reward.py          the reward model: trunk + scalar head, level-aware preference loss + single-sided grading
     reward_fit.py      fitting a reward model on a CPU: frozen bottom layers cached, top layers and heads trained
+    clip.py            CLIP contrastive pretraining of the vision encoder (symmetric InfoNCE), zero-shot accuracy
+    flip.py            FLIP masking: the patches each image keeps, the same number in every attention window
     reward_file.py     a trained reward model on disk (trained tensors + base fingerprint) and its scorer
     init.py            weight initialisation for training from scratch (scaled-normal, keep, auto)
     optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping

@@ -22,6 +22,7 @@ import enum
 import functools
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import emoji as emoji_names
@@ -137,12 +138,23 @@ def render_noto(char: str) -> Image.Image | None:
     return canvas.crop(box)
 
 
-def emoji_images(style: EmojiStyle, *, size: int = 64, limit: int | None = None) -> ImageSet:
-    """The catalog's emoji that this style draws (the first `limit` of them), as size x size images."""
+def categories() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(e.category for e in catalog()))
+
+
+def emoji_images(style: EmojiStyle, *, size: int = 64, limit: int | None = None,
+                 only: Sequence[str] | None = None) -> ImageSet:
+    """The catalog's emoji that this style draws (the first `limit` of them; `only` these categories), as
+    size x size images."""
+    if only is not None and set(only) - set(categories()):
+        raise ValueError(f"unknown emoji categories {sorted(set(only) - set(categories()))}; "
+                         f"known: {list(categories())}")
     images, chosen = [], []
     for item in catalog():
         if limit is not None and len(chosen) >= limit:
             break
+        if only is not None and item.category not in only:
+            continue
         if style is EmojiStyle.NOTO_FONT:
             picture = render_noto(item.char)
         else:
