@@ -26,11 +26,8 @@ from openafm.runtime.threads import set_threads, threads_summary
 COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards", "openafm.commands.tokenizer",
                               "openafm.commands.train", "openafm.commands.pipeline", "openafm.commands.qat",
                               "openafm.commands.sft", "openafm.commands.synth", "openafm.commands.eval",
-<<<<<<< HEAD
-                              "openafm.commands.rl", "openafm.commands.reward", "openafm.commands.vlm"]
-=======
-                              "openafm.commands.rl", "openafm.commands.reward", "openafm.commands.vision"]
->>>>>>> wt-visA
+                              "openafm.commands.rl", "openafm.commands.reward", "openafm.commands.vision",
+                              "openafm.commands.vlm"]
 
 
 def main(argv: list[str] | None = None) -> int:

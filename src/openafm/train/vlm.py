@@ -39,6 +39,9 @@ class VLMTrainConfig:
     encoder_lr: float = 5e-4            # the encoder moves slower than the fresh adapter
     warmup: int = 10
     weight_decay: float = 0.01
+    align_steps: int = 100              # contrastive warm-up against the decoder's embeddings (see align)
+    align_batch: int = 32
+    align_temperature: float = 0.05
     task_weights: tuple[tuple[Task, float], ...] = ((Task.NAME_EMOJI, 0.5), (Task.READ_WORD, 0.5))
     mix: ResolutionMix = ResolutionMix(low_rapid=0.75, balanced_of_rest=1.0)   # see resolution_note
     seed: int = 0
@@ -138,6 +141,45 @@ class VLMTrainer:
         logits = F.linear(h, self.decoder.embed.weight if self.decoder.lm_head is None else self.decoder.lm_head.weight)
         return F.cross_entropy(logits, labels[keep])
 
+    def align_loss(self, batch: list[QA], mode: Resolution, answers: list[str]) -> torch.Tensor:
+        """Contrastive alignment to the decoder's own embedding space: the mean image token against the mean
+        token embedding of every answer in the pool (InfoNCE over answers, the true one positive)."""
+        sizes = self.tower.config.sizes
+        views = torch.cat([image_views(q.image, mode, sizes) for q in batch])
+        _, _, per_view = sizes.plan(mode)
+        img = self.tower(views, per_view).reshape(len(batch), -1, self.decoder.config.dim).mean(1)  # [B, D]
+        with torch.no_grad():
+            targets = torch.stack([self.decoder.embed(torch.tensor(self.tokenizer.encode(a))).mean(0)
+                                   for a in answers])                                              # [K, D]
+        logits = F.normalize(img, dim=-1) @ F.normalize(targets, dim=-1).T / self.config.align_temperature
+        index = {a: i for i, a in enumerate(answers)}
+        return F.cross_entropy(logits, torch.tensor([index[q.answer] for q in batch]))
+
+    def align(self, pools: dict[Task, list[QA]], *, log=None) -> list[dict]:
+        """Warm-up (a CPU-budget step, not in the report): before the answer loss, which reaches the tower only
+        through the frozen decoder, the tower's mean token is aligned contrastively with the decoder's embedding
+        of the answer words. No decoder forward, so a step costs the tower only."""
+        c = self.config
+        tasks, weights = zip(*c.task_weights)
+        answers = {t: sorted({q.answer for q in pools[t]}) for t in tasks}
+        opt = torch.optim.AdamW(self.tower.parameters(), lr=c.lr, weight_decay=c.weight_decay)
+        history = []
+        for step in tqdm(range(c.align_steps), desc="align", disable=log is None):
+            for g in opt.param_groups:
+                g["lr"] = c.lr * min(1.0, (step + 1) / c.warmup)
+            task = self.rng.choices(tasks, weights)[0]
+            first = self.rng.choice(pools[task])
+            mode = c.mix.sample(max(first.image.size), self.rng)
+            n = c.align_batch if mode is Resolution.RAPID else max(2, c.align_batch // 4)
+            batch = [first] + [self.rng.choice(pools[task]) for _ in range(n - 1)]
+            loss = self.align_loss(batch, mode, answers[task])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            history.append({"step": step, "phase": "align", "task": task.value, "mode": mode.value,
+                            "loss": float(loss)})
+        return history
+
     def train(self, pools: dict[Task, list[QA]], *, log=None) -> list[dict]:
         """config.steps steps; each draws a task (task_weights), a mode (the resolution mix, per the images'
         size) and a batch. Returns one record per step."""
@@ -145,6 +187,7 @@ class VLMTrainer:
         tasks, weights = zip(*c.task_weights)
         history = []
         self.tower.train()
+        history += self.align(pools, log=log)
         bar = tqdm(range(c.steps), desc="vlm", disable=log is None)
         for step in bar:
             lr_scale = min(1.0, (step + 1) / c.warmup) * 0.5 * (1 + math.cos(math.pi * step / c.steps))
@@ -161,7 +204,7 @@ class VLMTrainer:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.tower.parameters(), 1.0)
             self.opt.step()
-            record = {"step": step, "task": task.value, "mode": mode.value, "loss": float(loss),
+            record = {"step": step, "phase": "answer", "task": task.value, "mode": mode.value, "loss": float(loss),
                       "seconds": time.perf_counter() - t0}
             history.append(record)
             bar.set_postfix(loss=f"{float(loss):.3f}", mode=mode.value)
