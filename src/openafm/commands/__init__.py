@@ -12,10 +12,7 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     synth.py      `openafm synth OUT.jsonl`: rejection-sampled, verified SFT data with provenance
     rl.py         `openafm rl CONFIG.yaml`: synchronous RLOO over prompt sets with their rewards
     reward.py     `openafm reward train OUT_DIR` (a reward model from graded, verified pairs) and `reward score`
-<<<<<<< HEAD
-    vlm.py        `openafm vlm train` (a vision tower for a frozen decoder) and `openafm vlm joint` (the joint stage)
-=======
     vision.py     `openafm vision pretrain OUT` (CLIP with FLIP masking) and `vision zero-shot CKPT` (held-out emoji)
->>>>>>> wt-visA
+    vlm.py        `openafm vlm train` (a vision tower for a frozen decoder) and `openafm vlm joint` (the joint stage)
     eval.py       `openafm eval --tasks ...`, `openafm eval list`, `openafm eval compare RUN...` (report §8)
 """
