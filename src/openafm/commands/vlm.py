@@ -20,7 +20,7 @@ from openafm.models.image_views import Resolution
 from openafm.models.vision import get_vision_preset
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind
 from openafm.models.vlm import VisionTower, VisionTowerConfig
-from openafm.train.vlm import VLMTrainConfig, VLMTrainer, answer_questions
+from openafm.train.vlm import VLMTrainConfig, VLMTrainer, answer_questions, retrieval_accuracy
 from openafm.train.vlm_joint import JointConfig, run_joint
 from openafm.train.vlm_tasks import Split, Task, chance, emoji_qa, word_qa
 
@@ -54,7 +54,9 @@ def register(sub) -> None:
                    help="safetensors weights of a pretrained encoder (e.g. CLIP); default: random init")
     t.add_argument("--adapter", default=AdapterKind.C_ABSTRACTOR.value, choices=[k.value for k in AdapterKind])
     t.add_argument("--adapter-hidden", type=int, default=128, help="adapter conv / MLP width (default 128)")
-    t.add_argument("--steps", type=int, default=80)
+    t.add_argument("--align-steps", type=int, default=150,
+                   help="contrastive warm-up steps against the decoder's embeddings (no decoder forward)")
+    t.add_argument("--steps", type=int, default=80, help="answer-loss steps through the frozen decoder")
     t.add_argument("--batch", type=int, default=8, help="examples per rapid-mode step")
     t.add_argument("--view-batch", type=int, default=2, help="examples per balanced-mode step")
     t.add_argument("--lr", type=float, default=2e-3)
@@ -64,8 +66,10 @@ def register(sub) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.set_defaults(run=_cmd_train)
     j = vs.add_parser("joint", help="the joint stage on a compact decoder: text perplexity before and after")
-    j.add_argument("--text-steps", type=int, default=150, help="text-only warm-start steps")
-    j.add_argument("--joint-steps", type=int, default=150, help="steps on the report's multimodal mix")
+    j.add_argument("--text-steps", type=int, default=60, help="text-only warm-start steps")
+    j.add_argument("--joint-steps", type=int, default=60, help="steps on the report's multimodal mix (and again "
+                                                                "on the mix without text, the ablation)")
+    j.add_argument("--batch", type=int, default=8)
     j.add_argument("--json", default=None, help="write the figures here as JSON")
     j.add_argument("--threads", type=int, default=1)
     j.add_argument("--seed", type=int, default=0)
@@ -94,8 +98,8 @@ def _cmd_train(args) -> int:
         in_dim=vision.width, out_dim=dim, kind=AdapterKind(args.adapter), hidden=args.adapter_hidden)))
     if args.encoder:
         load_encoder_weights(tower, args.encoder)
-    config = VLMTrainConfig(steps=args.steps, batch=args.batch, view_batch=args.view_batch, lr=args.lr,
-                            seed=args.seed)
+    config = VLMTrainConfig(steps=args.steps, align_steps=args.align_steps, batch=args.batch,
+                            view_batch=args.view_batch, lr=args.lr, seed=args.seed)
     pools = {Task.NAME_EMOJI: emoji_qa(Split.TRAIN), Task.READ_WORD: word_qa(Split.TRAIN, args.words, args.seed)}
     trainer = VLMTrainer(lm.model, lm.tokenizer, tower, config)
     history = trainer.train(pools, log=print)
@@ -105,8 +109,10 @@ def _cmd_train(args) -> int:
     for mode in (Resolution.RAPID, Resolution.BALANCED):
         for task, qas in held.items():
             a = answer_questions(lm.model, lm.tokenizer, tower, qas, mode)
-            figures[f"{task.value}/{mode.value}"] = {"accuracy": a.accuracy, "chance": chance(task), "n": a.total,
-                                                     "examples": a.replies[:3]}
+            names = sorted({q.answer for q in pools[task]})
+            r = retrieval_accuracy(lm.model, lm.tokenizer, tower, qas, mode, names)
+            figures[f"{task.value}/{mode.value}"] = {"accuracy": a.accuracy, "retrieval_accuracy": r,
+                                                     "chance": chance(task), "n": a.total, "examples": a.replies[:3]}
             print(f"{task.value:11} {mode.value:9} held-out accuracy {a.accuracy:.3f} (chance {chance(task):.3f}, "
                   f"n={a.total}); e.g. {a.replies[:2]}")
     out = Path(args.out) if args.out else PACKAGED_DIR / PACKAGED_TOWERS.get(args.model, f"{args.model}.safetensors")
@@ -124,8 +130,9 @@ def _cmd_train(args) -> int:
 
 def _cmd_joint(args) -> int:
     torch.set_num_threads(args.threads)
-    result = run_joint(JointConfig(text_steps=args.text_steps, joint_steps=args.joint_steps, seed=args.seed),
-                       log=print)
+    result = run_joint(JointConfig(text_steps=args.text_steps, joint_steps=args.joint_steps, batch=args.batch,
+                                   seed=args.seed), log=print)
+    result["command"] = "openafm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -224,6 +224,20 @@ class Answered:
         return self.correct / self.total if self.total else float("nan")
 
 
+@torch.no_grad()
+def retrieval_accuracy(decoder, tokenizer, tower: VisionTower, qas: list[QA], mode: Resolution,
+                       answers: list[str]) -> float:
+    """Zero-shot classification in the decoder's embedding space: is the answer whose mean token embedding is
+    nearest (cosine) to the image's mean token the right one? (What the alignment warm-up trains; no decoding.)"""
+    targets = F.normalize(torch.stack([decoder.embed(torch.tensor(tokenizer.encode(a))).mean(0) for a in answers]),
+                          dim=-1)                                                        # [K, D]
+    hits = 0
+    for q in qas:
+        img = F.normalize(tower.embed_image(q.image, mode).mean(0), dim=-1)              # [D]
+        hits += answers[int((targets @ img).argmax())] == q.answer
+    return hits / len(qas)
+
+
 def answer_questions(decoder, tokenizer, tower: VisionTower, qas: list[QA], mode: Resolution,
                      max_new_tokens: int = 8) -> Answered:
     """Greedy answers through the inference path a session uses (Conversation with the image spliced in)."""
