@@ -52,7 +52,8 @@ def register(sub) -> None:
     t.add_argument("--vision", default="vision-small", help="vision encoder preset (default vision-small)")
     t.add_argument("--encoder", default=None,
                    help="safetensors weights of a pretrained encoder (e.g. CLIP); default: random init")
-    t.add_argument("--adapter", default=AdapterKind.C_ABSTRACTOR.value, choices=[k.value for k in AdapterKind])
+    t.add_argument("--adapter", default=AdapterKind.PIXEL_SHUFFLE.value, choices=[k.value for k in AdapterKind],
+                   help="the adapter kind (default pixel-shuffle: see docs/results/vl_adapter_ablation.json)")
     t.add_argument("--adapter-hidden", type=int, default=128, help="adapter conv / MLP width (default 128)")
     t.add_argument("--align-steps", type=int, default=150,
                    help="contrastive warm-up steps against the decoder's embeddings (no decoder forward)")
