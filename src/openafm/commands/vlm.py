@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
 from openafm.checkpoint.load import load_model
+from openafm.checkpoint.clip import load_vision_encoder
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.checkpoint.vision import PACKAGED_DIR, PACKAGED_TOWERS, save_tower
 from openafm.models.image_views import Resolution
@@ -51,7 +51,8 @@ def register(sub) -> None:
     t.add_argument("--out", default=None, help="tower file to write (default: the packaged file for --model)")
     t.add_argument("--vision", default="vision-small", help="vision encoder preset (default vision-small)")
     t.add_argument("--encoder", default=None,
-                   help="safetensors weights of a pretrained encoder (e.g. CLIP); default: random init")
+                   help="a CLIP checkpoint from `openafm vision pretrain` (its encoder starts the tower; "
+                        "overrides --vision); default: random init")
     t.add_argument("--adapter", default=AdapterKind.PIXEL_SHUFFLE.value, choices=[k.value for k in AdapterKind],
                    help="the adapter kind (default pixel-shuffle: see docs/results/vl_adapter_ablation.json)")
     t.add_argument("--adapter-hidden", type=int, default=128, help="adapter conv / MLP width (default 128)")
@@ -77,28 +78,18 @@ def register(sub) -> None:
     j.set_defaults(run=_cmd_joint)
 
 
-def load_encoder_weights(tower: VisionTower, path: str) -> None:
-    """Encoder weights from a safetensors file (keys as VisionEncoder's, optionally under 'encoder.' or
-    'image_encoder.'); anything missing or left over raises."""
-    state = load_file(path)
-    for prefix in ("image_encoder.", "encoder.", "vision."):
-        if any(k.startswith(prefix) for k in state):
-            state = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-            break
-    tower.encoder.load_state_dict(state, strict=True)
-
-
 def _cmd_train(args) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     lm = load_model(args.model)
     dim = lm.model.config.dim
-    vision = get_vision_preset(args.vision)
+    encoder = load_vision_encoder(args.encoder) if args.encoder else None     # a CLIP checkpoint (openafm vision)
+    vision = encoder.config if encoder is not None else get_vision_preset(args.vision)
     tower = VisionTower(VisionTowerConfig(vision=vision, adapter=AdapterConfig(
         in_dim=vision.width, out_dim=dim, kind=AdapterKind(args.adapter), hidden=args.adapter_hidden)))
-    if args.encoder:
-        load_encoder_weights(tower, args.encoder)
+    if encoder is not None:
+        tower.encoder.load_state_dict(encoder.state_dict(), strict=True)
     config = VLMTrainConfig(steps=args.steps, align_steps=args.align_steps, batch=args.batch,
                             view_batch=args.view_batch, lr=args.lr, seed=args.seed)
     pools = {Task.NAME_EMOJI: emoji_qa(Split.TRAIN), Task.READ_WORD: word_qa(Split.TRAIN, args.words, args.seed)}
