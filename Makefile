@@ -15,7 +15,7 @@ DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortun
 	fonts-noto-color-emoji adwaita-icon-theme
 APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends
 
-.PHONY: demo test setup data clean bench-deps
+.PHONY: demo test setup data clean bench-deps vision-weights
 
 setup: $(STAMP)
 
@@ -60,6 +60,11 @@ bench-deps: $(STAMP)
 	$(PY) -c 'import llama_cpp, sys; sys.exit(llama_cpp.__version__ != "$(LLAMA_CPP_PYTHON)")' 2>/dev/null || \
 		CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install --disable-pip-version-check --no-binary llama-cpp-python \
 		llama-cpp-python==$(LLAMA_CPP_PYTHON)
+
+# The default model's vision tower (encoder + adapter, ~7 MB float16) ships in the package; this remakes it
+# (a few minutes of one CPU thread; the exact command is also in the sidecar JSON beside the file).
+vision-weights: $(STAMP)
+	OMP_NUM_THREADS=1 $(VENV)/bin/openafm vlm train --align-steps 60 --steps 30 --eval 20
 
 test: $(STAMP)
 	$(PY) -m pytest -q

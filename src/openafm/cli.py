@@ -29,7 +29,7 @@ COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards"
                               "openafm.commands.train", "openafm.commands.pipeline", "openafm.commands.qat",
                               "openafm.commands.sft", "openafm.commands.synth", "openafm.commands.eval",
                               "openafm.commands.rl", "openafm.commands.reward", "openafm.commands.vision",
-                              "openafm.commands.draft", "openafm.commands.adapter"]
+                              "openafm.commands.vlm", "openafm.commands.draft", "openafm.commands.adapter"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--temperature", "-t", type=float, default=None, help="0 or unset = greedy; > 0 samples")
     r.add_argument("--seed", type=int, default=None, help="seed for sampling")
     r.add_argument("--stream", action="store_true", help="print the text as it is generated")
+    r.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="an image attached after the prompt text (repeat for several); read by the model's vision "
+                        "tower (packaged for the default model)")
+    r.add_argument("--resolution", default="balanced", choices=["high", "balanced", "rapid"],
+                   help="image mode: high (1344 tiled 2x2 + overview, 720 image tokens), balanced (672, 144; "
+                        "default), rapid (224, 9)")
     r.set_defaults(run=_cmd_respond)
 
     u = sub.add_parser("upcycle", help="sparse-upcycle a dense model into an MoE checkpoint (report §4.3)",
@@ -229,8 +235,11 @@ def _cmd_respond(args) -> int:
                                    maximum_response_tokens=args.max_tokens)
     adapter = fm.SystemLanguageModel.Adapter(args.adapter) if args.adapter else None
     session = fm.LanguageModelSession(instructions=args.instructions,
-                                      model=fm.SystemLanguageModel(model=args.model, adapter=adapter))
+                                      model=fm.SystemLanguageModel(model=args.model, adapter=adapter,
+                                                                   resolution=args.resolution))
     prompt = " ".join(args.prompt)
+    if args.image:
+        prompt = [prompt, *(fm.ImageAttachment(path) for path in args.image)]
 
     async def go():
         if args.stream and schema is None:

@@ -1,11 +1,12 @@
 """Prompts as the SDK takes them (apple/python-apple-fm-sdk src/apple_fm_sdk/prompt.py): a str, an
-attachment, or a list mixing them; image attachments on a text-only model raise ImagePromptError."""
+attachment, or a list mixing them; image attachments on a model without vision weights raise ImagePromptError."""
 
 import asyncio
 
 import pytest
 
 import openafm.fm as fm
+from openafm.fm import model as fm_model
 from openafm.fm.prompt import prompt_components, prompt_text
 
 
@@ -53,7 +54,8 @@ def test_an_image_attachment_needs_an_existing_file(image, tmp_path):
         fm.ImageAttachment(image, label=3)
 
 
-def test_an_image_in_a_prompt_to_a_text_only_model_raises_and_leaves_the_session_untouched(image):
+def test_an_image_in_a_prompt_to_a_text_only_model_raises_and_leaves_the_session_untouched(image, monkeypatch):
+    monkeypatch.setitem(fm_model._TOWERS, "smollm2-135m-instruct", None)      # as if no vision weights shipped
     session = fm.LanguageModelSession(instructions="Be brief.")
 
     async def go(call):
@@ -61,7 +63,7 @@ def test_an_image_in_a_prompt_to_a_text_only_model_raises_and_leaves_the_session
             await call()
         return str(info.value)
     message = asyncio.run(go(lambda: session.respond(["What is in this picture?", fm.ImageAttachment(image)])))
-    assert "model 'smollm2-135m-instruct' takes text only" in message
+    assert "model 'smollm2-135m-instruct' has no vision weights" in message
     assert str(image) in message and "component [1]" in message
 
     async def stream():
@@ -99,7 +101,8 @@ class Weather(fm.Tool):
 
 
 @pytest.mark.real_model
-def test_token_count_tells_a_list_of_prompt_components_from_a_list_of_tools(image):
+def test_token_count_tells_a_list_of_prompt_components_from_a_list_of_tools(image, monkeypatch):
+    monkeypatch.setitem(fm_model._TOWERS, "smollm2-135m-instruct", None)
     model = fm.SystemLanguageModel()
     tokenizer = model.language_model().tokenizer
 
@@ -112,5 +115,5 @@ def test_token_count_tells_a_list_of_prompt_components_from_a_list_of_tools(imag
     assert count([]) == 0
     with pytest.raises(fm.PromptError, match=r"component at \[1\]: Weather"):
         count(["What is the weather?", Weather()])
-    with pytest.raises(fm.ImagePromptError, match="takes text only"):
+    with pytest.raises(fm.ImagePromptError, match="has no vision weights"):
         count(["Describe", fm.ImageAttachment(image)])

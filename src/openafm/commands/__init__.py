@@ -13,6 +13,7 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     rl.py         `openafm rl CONFIG.yaml`: synchronous RLOO over prompt sets with their rewards
     reward.py     `openafm reward train OUT_DIR` (a reward model from graded, verified pairs) and `reward score`
     vision.py     `openafm vision pretrain OUT` (CLIP with FLIP masking) and `vision zero-shot CKPT` (held-out emoji)
+    vlm.py        `openafm vlm train` (a vision tower for a frozen decoder) and `openafm vlm joint` (the joint stage)
     adapter.py    `openafm adapter train|eval|export`: the adapter toolkit on JSONL conversations (report §7)
     draft.py      `openafm draft train`: a draft model distilled from the target for speculative decoding
     eval.py       `openafm eval --tasks ...`, `openafm eval list`, `openafm eval compare RUN...` (report §8)

@@ -8,12 +8,16 @@ openafm's extensions that are not names (the SDK has none of them; code written 
     LanguageModelSession   tool_choice=; respond(include_schema_in_prompt=); stream_response of structured
                            output (generating= / schema= / json_schema=); prewarm(); last_prefill
     SystemLanguageModel    model= (which openafm model), adapter= (a file or an exported bundle), max_concurrent_requests=,
-                           draft= (an fm.Draft: speculative decoding); unavailable_detail
+                           draft= (an fm.Draft: speculative decoding); resolution= (fm.Resolution: the image mode,
+                           HIGH 720 / BALANCED 144 / RAPID 9 image tokens; default BALANCED); vision_tower();
+                           unavailable_detail
     GenerationSchema       to_json_schema(), from_json_schema() (a raw JSON Schema, checked for the decoder; fit=,
                            narrowed_keywords, ignored_keywords, rewritten_keywords)
     GeneratedContent       from_partial_json() (streamed snapshots)
     Transcript             Transcript(entries), append(), entries, to_json(), len()
     ImageAttachment        a str path as well as a pathlib.Path; path and label properties
+    Transcript (images)    a user entry with images holds one content per component; an image content is
+                           {"type": "image", "id", "path", "label"}
 
 Modules:
 
@@ -30,7 +34,8 @@ Modules:
     property_names.py  propertyNames: listed names checked, other keys as patternProperties (or none, narrowed)
     content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
     options.py     GenerationOptions, SamplingMode
-    prompt.py      Prompt, PromptComponent, Attachment, ImageAttachment: what respond takes, read as text
+    prompt.py      Prompt, PromptComponent, Attachment, ImageAttachment: what respond takes, read as text + image markers
+    images.py      image prompts in a session: attachments -> image tokens (the vision tower), transcript contents
     structured.py  StructuredDecoding: decoding-side remedies that make structured responses finish
     tool.py        Tool, the tool-call grammar and the tools prompt
     transcript.py  Transcript: a session's entries, to and from dictionaries
@@ -81,6 +86,7 @@ from openafm.fm.session import LanguageModelSession
 from openafm.fm.structured import StructuredDecoding
 from openafm.fm.tool import Tool
 from openafm.fm.transcript import Transcript
+from openafm.models.image_views import Resolution
 
 SDK_NAMES = [
     "SystemLanguageModel", "LanguageModelSession", "Attachment", "ImageAttachment", "PromptComponent", "Prompt",
@@ -103,5 +109,6 @@ EXTENSIONS = [
     "parse_partial_json",       # the prefix-of-JSON parser behind streamed partial objects
     "StructuredDecoding",       # GenerationOptions(structured=...): remedies that make structured responses finish
     "SchemaFit",                # from_json_schema(fit=...): EXACT (default) or NARROWED (a subset where no exact rewrite)
+    "Resolution",               # SystemLanguageModel(resolution=...): HIGH (720 image tokens), BALANCED (144), RAPID (9)
 ]
 __all__ = SDK_NAMES + EXTENSIONS

@@ -9,6 +9,11 @@ At most `max_concurrent_requests` requests generate at once on one backing model
 sessions; one more raises `ConcurrentRequestsError` (Apple's "too many concurrent requests"). The CPU
 runs concurrent generations in parallel threads that share its cores, so the limit bounds how far each
 request's latency can stretch.
+
+Images (openafm extension): `resolution=` picks the mode an image prompt runs in ("high": 720 image tokens,
+"balanced": 144, the default, "rapid": 9; openafm.models.image_views). The vision tower (encoder + adapter)
+of the default model ships in the package (openafm.checkpoint.vision); a model without one raises
+ImagePromptError on an image prompt, saying so and what to run.
 """
 
 from __future__ import annotations
@@ -23,18 +28,22 @@ import warnings
 
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.checkpoint.vision import TRAIN_HINT, packaged_tower
 from openafm.errors import OpenAFMError
 from openafm.fm.adapter import Adapter
 from openafm.fm.draft import Draft
-from openafm.fm.errors import ConcurrentRequestsError
-from openafm.fm.prompt import prompt_text
+from openafm.fm.errors import ConcurrentRequestsError, ImagePromptError
+from openafm.fm.prompt import prompt_parts
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.tool import Tool, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text
+from openafm.models.image_views import Resolution, resolution as as_resolution
+from openafm.models.vlm import split_markers
 from openafm.runtime.language_model import LanguageModel
 
 DEFAULT_MAX_CONCURRENT_REQUESTS = 4
 _LOADED: dict[tuple, object] = {}        # (model name, adapter key or None) -> LanguageModel
+_TOWERS: dict[str, object] = {}          # model name -> its VisionTower (or None: it has none)
 _LOAD_LOCK = threading.Lock()
 _DRAFTS: dict[tuple, object] = {}        # (model key, draft key) -> runtime DraftModel
 _RUNNING: dict[tuple, int] = {}          # same keys -> requests generating now
@@ -87,8 +96,10 @@ class SystemLanguageModel:
     def __init__(self, use_case: SystemLanguageModelUseCase = SystemLanguageModelUseCase.GENERAL,
                  guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT,
                  adapter: Adapter | None = None, *, model: str = DEFAULT_MODEL,
-                 max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS, draft: Draft | None = None):
+                 max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS, draft: Draft | None = None,
+                 resolution: Resolution | str = Resolution.BALANCED):
         use_case = _use_case(use_case)
+        self.resolution = as_resolution(resolution)
         if draft is None and adapter is not None and adapter.draft_directory is not None:
             draft = Draft(adapter.draft_directory)              # an exported bundle brings its matched draft
         if draft is not None and not isinstance(draft, Draft):
@@ -133,6 +144,18 @@ class SystemLanguageModel:
             if key not in _DRAFTS:
                 _DRAFTS[key] = self.draft.load(lm)
             return _DRAFTS[key]
+
+    def vision_tower(self):
+        """The model's vision tower (encoder + adapter; loaded once, shared); ImagePromptError if it has none."""
+        with _LOAD_LOCK:
+            if self.model_name not in _TOWERS:
+                _TOWERS[self.model_name] = packaged_tower(self.model_name)
+            tower = _TOWERS[self.model_name]
+        if tower is None:
+            raise ImagePromptError(f"Failed to add attachment to prompt: model {self.model_name!r} has no vision "
+                                   f"weights, so it cannot read images. openafm ships them for "
+                                   f"{DEFAULT_MODEL!r} only; build them with: {TRAIN_HINT}")
+        return tower
 
     @contextlib.contextmanager
     def admitted(self):
@@ -190,6 +213,11 @@ class SystemLanguageModel:
         elif isinstance(value, list) and value and all(isinstance(t, Tool) for t in value):
             text = tools_prompt(value)
         else:
-            text = prompt_text(value, model=self.model_name)
+            text, images = prompt_parts(value)
+            if images:                  # each image costs the tokens of this model's resolution mode
+                tower = await asyncio.to_thread(self.vision_tower)
+                lm = await asyncio.to_thread(self.language_model)
+                return (len(images) * tower.tokens(self.resolution)
+                        + sum(len(lm.tokenizer.encode(p)) for p in split_markers(text) if isinstance(p, str)))
         lm = await asyncio.to_thread(self.language_model)
         return len(lm.tokenizer.encode(text))

@@ -6,8 +6,9 @@
 
 `respond`, `stream_response` and `SystemLanguageModel.token_count` take any `Prompt`. The session reads it with
 `prompt_text`: the text components, in order, each on its own line (Swift's PromptBuilder puts each component of
-a composed prompt on a line of its own). Image input comes with vision support: until a model has it, an image
-attachment in a prompt raises `ImagePromptError` naming the model and the image; it is never dropped.
+a composed prompt on a line of its own). An image attachment becomes an image marker in that text
+(`prompt_parts`), where the session splices in the image's tokens (openafm.models.vlm); on a model without
+vision weights it raises `ImagePromptError` naming the model, the image and what to run; it is never dropped.
 
 >>> prompt_text(["Summarise:", "The cat sat on the mat."], model="smollm2")
 'Summarise:\\nThe cat sat on the mat.'
@@ -28,6 +29,7 @@ import os
 from pathlib import Path
 
 from openafm.fm.errors import ImagePromptError, PromptError
+from openafm.models.vlm import image_marker
 
 LINE = "\n"       # between the components of a composed prompt
 
@@ -106,9 +108,27 @@ def prompt_text(prompt: Prompt, *, model: str) -> str:
         if isinstance(component, Attachment):
             raise ImagePromptError(
                 f"Failed to add attachment to prompt: model {model!r} takes text only, so the {component.kind} "
-                f"attachment {component!r} (component [{i}]) cannot be read; image input needs a model with vision "
-                f"support, which openafm does not have yet. Describe the image in text, or leave it out")
+                f"attachment {component!r} (component [{i}]) cannot be read here; image input needs a model with vision "
+                f"weights (a session reads images through prompt_parts and the model's vision tower)")
     return LINE.join(components)
+
+
+def prompt_parts(prompt: Prompt, first_image: int = 0) -> tuple[str, list[Attachment]]:
+    """-> (the prompt's text with an image marker for each attachment, the attachments in order). Markers are
+    numbered from `first_image` (a session numbers its images across turns)."""
+    components = prompt_components(prompt)
+    attachments = [c for c in components if isinstance(c, Attachment)]
+    pieces, n = [], first_image
+    for c in components:
+        if isinstance(c, Attachment):
+            if c.kind != "image":
+                raise ImagePromptError(f"Failed to add attachment to prompt: {c!r} is a {c.kind} attachment; "
+                                       f"openafm reads image attachments only")
+            pieces.append(image_marker(n))
+            n += 1
+        else:
+            pieces.append(c)
+    return LINE.join(pieces), attachments
 
 
 def _brief(value: object) -> str:

@@ -17,6 +17,11 @@ One request at a time, as Apple's SDK: a second `respond` while one runs waits f
 Across sessions, more than the model's `max_concurrent_requests` generating at once raises
 `ConcurrentRequestsError`.
 Generation runs in a worker thread, so the event loop stays free (tools run concurrently there).
+
+Image prompts: each image attachment is read (Pillow), run through the model's vision tower at the model's
+`resolution` and spliced into the context as that many image tokens (openafm.models.vlm), in the worker
+thread. Image turns sit in the KV cache and the transcript like text turns (the transcript records each
+image's path and label); a later turn prefills only its own new tokens.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeErr
 from openafm.fm.guardrails import Guardrails, enforce
 from openafm.fm.model import SystemLanguageModel
 from openafm.fm.options import GenerationOptions
-from openafm.fm.prompt import Prompt, prompt_text
+from openafm.fm.images import check_vision, embed_images, user_contents
+from openafm.fm.prompt import Prompt, prompt_components, prompt_parts
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.structured import prompt_with_schema
 from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar,
                              tool_spec, tools_prompt)
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
+from openafm.models.vlm import image_marker, split_markers
 from openafm.runtime.cancel import CancelToken
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
@@ -82,6 +89,7 @@ class LanguageModelSession:
         self._lock = asyncio.Lock()
         self._responding = False
         self._conversation = None
+        self._images: list = []          # image embeddings [n, D] of the session, by marker index
         self.last_prefill = 0            # tokens prefilled by the last request (the new ones only)
 
     @classmethod
@@ -118,7 +126,8 @@ class LanguageModelSession:
         """Plain text; an instance of `generating`; or GeneratedContent for `schema` / `json_schema`.
 
         `prompt`: a str, an Attachment, or a list of them (see openafm.fm.prompt)."""
-        prompt = prompt_text(prompt, model=self.model.model_name)
+        prompt = prompt_components(prompt)
+        check_vision(self.model, prompt)
         target = _target_schema(generating, schema, json_schema)
         text, value = await self._run(prompt, target, include_schema_in_prompt, options, None)
         return _result(text, value, generating, target)
@@ -130,7 +139,8 @@ class LanguageModelSession:
         """Snapshots as the response grows: the text so far, or the partially generated object (its fields
         fill in one by one). The last snapshot equals what `respond` returns. Leaving the loop early (`break`,
         an exception, cancellation) cancels the request and rolls it back once the stream is closed."""
-        prompt = prompt_text(prompt, model=self.model.model_name)
+        prompt = prompt_components(prompt)
+        check_vision(self.model, prompt)
         target = _target_schema(generating, schema, json_schema)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
@@ -169,8 +179,8 @@ class LanguageModelSession:
 
     # --- one request ---------------------------------------------------------------------------
     async def _run(self, prompt, target, include_schema, options, on_text):
-        if not isinstance(prompt, str):
-            raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+        if not isinstance(prompt, list):
+            raise TypeError(f"prompt must be a list of prompt components, got {type(prompt).__name__}")
         options = options if options is not None else GenerationOptions()
         async with self._lock:
             with self.model.admitted():
@@ -210,12 +220,16 @@ class LanguageModelSession:
         mark, n_messages = conv.mark(), len(self._messages)
         entries: list[dict] = []
         try:
+            components = prompt
+            prompt, attachments = prompt_parts(components, first_image=len(self._images))
+            if attachments:
+                self._images += embed_images(self.model.vision_tower(), attachments, self.model.resolution)
             self._check_prompt(prompt)
             user = prompt
             if target is not None and include_schema:
                 user = prompt_with_schema(prompt, target.to_json_schema())
             self._messages.append({"role": "user", "content": user})
-            entries.append({"role": "user", "contents": [text_content(prompt)]})
+            entries.append({"role": "user", "contents": user_contents(components)})
             prefilled = 0
             for round_ in range(MAX_TOOL_ROUNDS + 1):
                 self._sync(conv)
@@ -286,7 +300,11 @@ class LanguageModelSession:
         if not rendered.startswith(conv.text):
             raise GenerationError("the model's chat template re-renders earlier turns differently, so the session "
                                   "cannot append to its KV cache; this template is not supported by sessions")
-        conv.append_text(rendered[len(conv.text):])
+        for piece in split_markers(rendered[len(conv.text):]):
+            if isinstance(piece, str):
+                conv.append_text(piece)
+            else:
+                conv.append_image(self._images[piece], image_marker(piece))
 
     def _constraint(self, tokenizer, target, *, tools_allowed: bool, call_required: bool = False,
                     options: GenerationOptions):
@@ -303,7 +321,8 @@ class LanguageModelSession:
         return None
 
     def _check_prompt(self, prompt: str) -> None:
-        enforce(Guardrails.of(self.model.guardrails).check_prompt(prompt), "prompt")
+        text = "".join(p for p in split_markers(prompt) if isinstance(p, str))
+        enforce(Guardrails.of(self.model.guardrails).check_prompt(text), "prompt")
 
     def _check_output(self, text: str) -> None:
         enforce(Guardrails.of(self.model.guardrails).check_output(text), "output")

@@ -41,6 +41,11 @@ def text_content(text: str) -> dict:
     return {"type": "text", "id": _id(), "text": text}
 
 
+def image_content(path, label: str | None) -> dict:
+    """An image of a user prompt: its file's path and its label (openafm's form; images are not re-read)."""
+    return {"type": "image", "id": _id(), "path": str(path), "label": label}
+
+
 def structure_content(value: Any) -> dict:
     return {"type": "structure", "id": _id(), "structure": {"content": value}}
 

@@ -8,7 +8,8 @@
     upcycle.py       sparse upcycling (report §4.3): a dense decoder -> an MoE decoder computing the same function
     resize_vocab.py  grow the embeddings after a tokenizer extension (new rows: the mean of their pieces' rows)
     vision.py        the vision encoder (report §2.3): ViTDet with Register-Window, the plain ViT, presets
+    vl_adapter.py    the vision-language adapter: patch grid -> a fixed number of decoder tokens (C-Abstractor, ...)
+    image_views.py   resolution modes (high 720 / balanced 144 / rapid 9 image tokens), image loading and tiling
+    vlm.py           the vision tower (encoder + adapter) and the splice of image tokens into a decoder's input
     clip.py          the CLIP pair: vision encoder + a small text tower in one embedding space, learned temperature
-
-    next: the vision-language adapter.
 """

@@ -63,8 +63,9 @@ class CausalLM(nn.Module):
         raise NotImplementedError
 
     def begin(self, input_ids: torch.Tensor, cache, positions: torch.Tensor | None,
-              segment_ids: torch.Tensor | None = None):
-        """-> (embedded tokens [B, T, D], the forward's context). Opens the K/V store for T new tokens."""
+              segment_ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None):
+        """-> (embedded tokens [B, T, D], the forward's context). Opens the K/V store for T new tokens.
+        embeds [B, T, D]: the input embeddings to use instead of the token embeddings (image tokens)."""
         b, t = input_ids.shape
         if segment_ids is not None:
             positions = _check_packed(input_ids, cache, positions, segment_ids)
@@ -74,7 +75,9 @@ class CausalLM(nn.Module):
                                  "pass positions= explicitly")
             start = cache.next_position if cache is not None else 0
             positions = torch.arange(start, start + t, device=input_ids.device).expand(b, t)
-        x = self.embed(input_ids)                                              # [B, T, D]
+        if embeds is not None and embeds.shape[:2] != input_ids.shape:
+            raise ValueError(f"embeds shape {tuple(embeds.shape)} must be input_ids shape {tuple(input_ids.shape)} + [D]")
+        x = self.embed(input_ids) if embeds is None else embeds                # [B, T, D]
         store = cache if cache is not None else FreshKV()
         ctx = ForwardContext(store=store, positions=positions, padded=store.padded or bool((positions < 0).any()),
                              segment_ids=segment_ids)
@@ -116,7 +119,8 @@ class Decoder(CausalLM):
         return self.config
 
     def forward(self, input_ids: torch.Tensor, *, cache=None, positions: torch.Tensor | None = None,
-                segment_ids: torch.Tensor | None = None, logits: Logits = Logits.ALL) -> torch.Tensor:
+                segment_ids: torch.Tensor | None = None, logits: Logits = Logits.ALL,
+                embeds: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids [B, T] -> logits [B, T, V] (or [B, 1, V] with Logits.LAST).
 
         cache: a runtime KVCache to read and extend (None: a cache-free forward from position 0).
@@ -124,8 +128,10 @@ class Decoder(CausalLM):
         segment_ids: [B, T] packed training rows: which document each token belongs to (non-decreasing
             along a row). A token then attends only to earlier tokens of its own document; positions
             should restart at each document (default: derived from segment_ids). Cache-free only.
+        embeds: [B, T, D] input embeddings used in place of embed(input_ids): how image tokens enter
+            (openafm.models.vlm splices them in at the image placeholders).
         """
-        x, ctx = self.begin(input_ids, cache, positions, segment_ids)
+        x, ctx = self.begin(input_ids, cache, positions, segment_ids, embeds)
         for i, layer in enumerate(self.layers):
             if i == self.bypass_from and logits is Logits.LAST and x.shape[1] > 1:
                 x = x[:, -1:]                                                  # prefill bypass

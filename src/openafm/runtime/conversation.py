@@ -6,6 +6,10 @@ added since the last one. A cancelled generation (its CancelToken, checked betwe
 the cache holding whole steps, and a rollback rewinds it, so the next turn still prefills only its new
 tokens. If a generation fails part-way for another reason, the cache is dropped, not trusted: the next
 turn rebuilds it from the token history, so no state is lost or corrupted.
+
+Images join the sequence as spans of placeholder tokens with their embeddings (`append_image`, from
+openafm.models.vlm's vision tower): they are prefilled once, through `Decoder.forward(embeds=)`, and then
+sit in the KV cache like text; the text they stand for in `text` is whatever marker the caller gives.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Callable
 import torch
 
 from openafm.models.decoder import Logits
+from openafm.models.vlm import IMAGE_PLACEHOLDER, ImageSpan, splice
 from openafm.runtime.cancel import CancelToken, GenerationCancelled
 from openafm.runtime.draft import DraftModel
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
@@ -41,6 +46,7 @@ class Conversation:
         self.tokens: list[int] = []     # the whole conversation, in order
         self.text = ""                  # what those tokens stand for, as appended
         self.cache: KVCache | None = None
+        self.images: list[ImageSpan] = []   # image spans of `tokens` (row 0), in order
         self.last_turn = TurnCounters()
         self.total_prefilled = 0
 
@@ -54,6 +60,14 @@ class Conversation:
         self.text += text
         return ids
 
+    def append_image(self, embeds: torch.Tensor, marker: str) -> int:
+        """Append an image: len(embeds) placeholder tokens whose inputs are `embeds` [n, D]; `marker` is the
+        text it stands for in `text`. Returns the number of tokens."""
+        self.images.append(ImageSpan(row=0, start=len(self.tokens), embeds=embeds.detach()))
+        self.tokens += [IMAGE_PLACEHOLDER] * embeds.shape[0]
+        self.text += marker
+        return embeds.shape[0]
+
     def mark(self) -> tuple[int, int]:
         """A point to roll back to (tokens, text length)."""
         return len(self.tokens), len(self.text)
@@ -64,6 +78,7 @@ class Conversation:
         n_tokens, n_text = mark
         del self.tokens[n_tokens:]
         self.text = self.text[:n_text]
+        self.images = [s for s in self.images if s.end <= n_tokens]
         self._trim_cache(n_tokens)
 
     def _trim_cache(self, n_tokens: int) -> None:
@@ -83,19 +98,27 @@ class Conversation:
     def prefill(self) -> int:
         """Run the tokens not yet cached through the model (no generation); returns how many."""
 
-        new = self.tokens[self.cached:]
+        return self._prefill_to(len(self.tokens))
+
+    def _prefill_to(self, end: int) -> int:
+        """Run tokens[cached:end] through the model into the cache (image spans as their embeddings)."""
+        start = self.cached
+        new = self.tokens[start:end]
         if not new:
             return 0
         window = self.model.kv_plan.max_seq_len
-        need = self.cached + len(new)
+        need = end
         if self.cache is None:
             self.cache = KVCache(self.model.kv_plan, batch_size=1, capacity=min(window, max(need, 512)),
                                  dtype=self.model.norm.weight.dtype, device=self.model.norm.weight.device)
         elif need > self.cache.capacity:
             self.cache = self.cache.grown(min(window, max(need, 2 * self.cache.capacity)))
+        ids = torch.tensor([new], device=self.model.norm.weight.device)                  # [1, T]
+        spans = [ImageSpan(0, max(s.start, start) - start, s.embeds[max(0, start - s.start):end - s.start])
+                 for s in self.images if s.end > start and s.start < end]
         with torch.inference_mode():
-            self.model(torch.tensor([new], device=self.model.norm.weight.device), cache=self.cache,
-                       logits=Logits.LAST)
+            extra = {"embeds": splice(self.model.embed, ids, spans)} if spans else {}
+            self.model(ids, cache=self.cache, logits=Logits.LAST, **extra)
         self.total_prefilled += len(new)
         return len(new)
 
@@ -111,6 +134,12 @@ class Conversation:
             raise ValueError("nothing new to respond to: append text before generating")
         stats = stats if stats is not None else GenerationStats()
         counters = TurnCounters(prefilled_tokens=len(new), cached_tokens=self.cached)
+        images_end, pre = max((s.end for s in self.images), default=0), 0
+        if images_end > self.cached:            # images go in first, as embeddings; the text after them generates
+            if images_end >= len(self.tokens):
+                raise ValueError("an image must be followed by text before generating (the chat template's turn end)")
+            pre = self._prefill_to(images_end)
+            new = self.tokens[self.cached:]
         try:
             if self.draft is not None:
                 out = self._generate_speculative(new, max_new_tokens, sampling, constraint, on_token, stats, cancel)
@@ -124,7 +153,7 @@ class Conversation:
             self.cache = stats.cache if stats.cache is not None else self.cache
             self._trim_cache(len(self.tokens))
             if stats.prefill_seconds:                   # the prefill ran: its tokens stay cached
-                self.total_prefilled += counters.prefilled_tokens
+                self.total_prefilled += counters.prefilled_tokens - pre
             raise
         except BaseException:
             self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
@@ -135,7 +164,7 @@ class Conversation:
         self.text += out.text
         counters.generated_tokens = len(out.token_ids)
         self.last_turn = counters
-        self.total_prefilled += counters.prefilled_tokens
+        self.total_prefilled += counters.prefilled_tokens - pre
         return out
 
     def _generate_speculative(self, new, max_new_tokens, sampling, constraint, on_token, stats, cancel) -> Generation:

@@ -27,4 +27,8 @@
     parallel.py        torch.distributed data parallelism (DDP, FSDP2) as a kind
     loop.py            Trainer: the step, gradient accumulation, resume
     plot.py            loss / lr / grad-norm / throughput curves to PNG
+    vlm_mix.py         the report's multimodal mixes: example kinds (60/10/28.5/1.5) and resolution modes
+    vlm_tasks.py       image questions with exact answers: name the emoji, read the word (train / held-out splits)
+    vlm.py             a vision tower trained against a frozen decoder (stage 3); answers through the session path
+    vlm_joint.py       the joint stage on a compact decoder: text perplexity before and after (stage 2)
 """

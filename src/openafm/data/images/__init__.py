@@ -5,4 +5,5 @@
                     one style (twitter) held out for zero-shot tests
     icons.py        the Adwaita icon theme's icons, named by their file names
     digits.py       scikit-learn's bundled 8x8 handwritten digits
+    text_images.py  words rendered from Debian fonts (DejaVu), the word known exactly: "read the word"
 """

@@ -1,0 +1,140 @@
+"""Resolution modes (report §2.3): how an image becomes the encoder's views and how many image tokens it costs.
+
+    HIGH      the image at 2x the view size, tiled 2x2, plus an overview of the whole image: 5 views x 144 tokens
+              = 720 (on-device: 1344x1344 -> four 672x672 tiles + a 672x672 overview)
+    BALANCED  the overview only: 1 view, 144 tokens
+    RAPID     one small view (224x224), 9 tokens
+
+The view order is overview first, then the tiles row by row (LLaVA-NeXT's order; the report does not say).
+Images are letterboxed onto white to a square (aspect ratio kept; the report does not say how it resizes):
+text-rich images stay legible and transparent emoji sit on white. Files are read with Pillow; a file that is
+missing, not an image, truncated or in a format Pillow cannot decode raises `ImageLoadError` naming the file
+and the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from pathlib import Path
+
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from openafm.errors import ConfigError, OpenAFMError
+
+
+class ImageLoadError(OpenAFMError, ValueError):
+    """An image file could not be used; `path` and `reason` say which and why."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        self.path, self.reason = str(path), reason
+        super().__init__(f"cannot read image {self.path}: {reason}")
+
+
+class Resolution(enum.Enum):
+    HIGH = "high"
+    BALANCED = "balanced"
+    RAPID = "rapid"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ViewSizes:
+    """Pixel sizes and token counts of the views (report: on-device 672 / server 448; rapid 224)."""
+
+    view: int = 672                 # side of the overview and of each high-resolution tile
+    rapid: int = 224                # side of the rapid-mode view
+    view_tokens: int = 144          # image tokens per full view
+    rapid_tokens: int = 9           # image tokens of the rapid view
+
+    def __post_init__(self) -> None:
+        for name in ("view", "rapid", "view_tokens", "rapid_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"view sizes: {name}={getattr(self, name)} must be positive")
+
+    def plan(self, mode: Resolution) -> tuple[int, int, int]:
+        """-> (views, pixel side of each view, tokens per view) for a mode."""
+        if mode is Resolution.HIGH:
+            return 5, self.view, self.view_tokens
+        if mode is Resolution.BALANCED:
+            return 1, self.view, self.view_tokens
+        if mode is Resolution.RAPID:
+            return 1, self.rapid, self.rapid_tokens
+        raise ConfigError(f"resolution {mode!r} is not one of {[m.value for m in Resolution]}")
+
+    def tokens(self, mode: Resolution) -> int:
+        """Image tokens one image costs in `mode` (720 / 144 / 9 with the report's sizes)."""
+        views, _, per_view = self.plan(mode)
+        return views * per_view
+
+
+ON_DEVICE = ViewSizes()
+SERVER = ViewSizes(view=448)
+
+
+def resolution(value: Resolution | str) -> Resolution:
+    """A Resolution from itself or its name ("high", "balanced", "rapid"); anything else raises naming the choices."""
+    if isinstance(value, Resolution):
+        return value
+    try:
+        return Resolution(value)
+    except ValueError:
+        raise ConfigError(f"resolution={value!r} is not one of {[m.value for m in Resolution]}") from None
+
+
+def load_image(path: str | os.PathLike) -> Image.Image:
+    """The image at `path` as RGB (transparency composited onto white); ImageLoadError if it cannot be read."""
+    path = Path(path)
+    if not path.exists():
+        raise ImageLoadError(path, "no such file")
+    if not path.is_file():
+        raise ImageLoadError(path, "not a regular file")
+    try:
+        with Image.open(path) as img:
+            img.load()
+            return to_rgb(img)
+    except UnidentifiedImageError:
+        raise ImageLoadError(path, f"not an image in a format Pillow can decode (supported: PNG, JPEG, GIF, WebP, "
+                                   f"BMP, TIFF, ...)") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ImageLoadError(path, f"unreadable or truncated image data ({e})") from None
+    except Image.DecompressionBombError as e:
+        raise ImageLoadError(path, f"too large to decode safely ({e})") from None
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """RGB, with any transparency composited onto white."""
+    if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img.convert("RGB")
+
+
+def letterbox(img: Image.Image, side: int) -> Image.Image:
+    """`img` scaled to fit a side x side square (aspect kept), centred on white."""
+    w, h = img.size
+    scale = side / max(w, h)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    canvas = Image.new("RGB", (side, side), (255, 255, 255))
+    canvas.paste(img.resize(size, Image.Resampling.BICUBIC), ((side - size[0]) // 2, (side - size[1]) // 2))
+    return canvas
+
+
+def to_tensor(img: Image.Image) -> torch.Tensor:
+    """An RGB image -> pixels [3, H, W] float in [0, 1]."""
+    data = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8)
+    return data.view(img.size[1], img.size[0], 3).permute(2, 0, 1).float().div_(255.0)
+
+
+def image_views(img: Image.Image, mode: Resolution, sizes: ViewSizes = ON_DEVICE) -> torch.Tensor:
+    """An image -> its views for `mode`: pixels [n_views, 3, S, S] in [0, 1] (overview first, then tiles)."""
+    n, side, _ = sizes.plan(mode)
+    img = to_rgb(img)
+    overview = to_tensor(letterbox(img, side))                                   # [3, S, S]
+    if n == 1:
+        return overview[None]
+    big = to_tensor(letterbox(img, 2 * side))                                    # [3, 2S, 2S]
+    tiles = [big[:, r * side:(r + 1) * side, c * side:(c + 1) * side] for r in range(2) for c in range(2)]
+    return torch.stack([overview, *tiles])                                       # [5, 3, S, S]

@@ -1,0 +1,118 @@
+"""Image prompts in a session (apple_fm_sdk call shapes) on the embedded model with a tiny random vision tower."""
+
+import asyncio
+
+import pytest
+import torch
+from PIL import Image
+
+import openafm.fm as fm
+from openafm.fm import model as fm_model
+from openafm.models.image_views import ViewSizes
+from openafm.models.vision import vision_tiny
+from openafm.models.vl_adapter import AdapterConfig
+from openafm.models.vlm import VisionTower, VisionTowerConfig
+
+pytestmark = pytest.mark.real_model
+NAME = "smollm2-135m-instruct"
+
+
+@fm.generable("What the image shows")
+class Label:
+    thing: str = fm.guide("One word", regex=r"[a-z]{1,12}")
+
+
+@pytest.fixture()
+def tower(monkeypatch):
+    torch.manual_seed(0)
+    t = VisionTower(VisionTowerConfig(vision=vision_tiny(), adapter=AdapterConfig(in_dim=32, out_dim=576, hidden=32),
+                                      sizes=ViewSizes(view=56, rapid=28))).eval().requires_grad_(False)
+    monkeypatch.setitem(fm_model._TOWERS, NAME, t)
+    return t
+
+
+@pytest.fixture()
+def images(tmp_path):
+    paths = []
+    for i, colour in enumerate([(255, 0, 0), (0, 0, 255)]):
+        path = tmp_path / f"img{i}.png"
+        Image.new("RGB", (40, 30), colour).save(path)
+        paths.append(path)
+    return paths
+
+
+OPTS = fm.GenerationOptions(maximum_response_tokens=6)
+
+
+def test_call_shapes_prefill_image_tokens_and_record_them(tower, images):
+    async def go():
+        s = fm.LanguageModelSession()
+        a = await s.respond(["What is this?", fm.ImageAttachment(images[0], label="red")], options=OPTS)
+        first = s.last_prefill
+        b = await s.respond(fm.ImageAttachment(images[1]), options=OPTS)            # an image alone
+        alone = s.last_prefill
+        c = await s.respond(["Compare", fm.ImageAttachment(images[0]), fm.ImageAttachment(images[1])], options=OPTS)
+        several = s.last_prefill
+        d = await s.respond("And in words?", options=OPTS)
+        return s, (a, b, c, d), first, alone, several, s.last_prefill
+    s, answers, first, alone, several, text_only = asyncio.run(go())
+    assert all(isinstance(x, str) for x in answers)
+    conv = s._conversation
+    assert [sp.end - sp.start for sp in conv.images] == [144, 144, 144, 144]
+    # each turn prefills only its own tokens: its images plus a few template tokens
+    assert 144 < alone < 144 + 20 and 2 * 144 < several < 2 * 144 + 25 and text_only < 25
+    assert 144 < first < 144 + 60                      # the default system prompt, the question, the image
+    users = [e for e in s.transcript.entries if e["role"] == "user"]
+    assert users[0]["contents"][0]["text"] == "What is this?"
+    assert {k: users[0]["contents"][1][k] for k in ("type", "path", "label")} == \
+        {"type": "image", "path": str(images[0]), "label": "red"}
+    assert [c["type"] for c in users[2]["contents"]] == ["text", "image", "image"]
+    assert users[3]["contents"][0]["text"] == "And in words?"
+
+
+def test_images_with_generating_and_streaming(tower, images):
+    async def go():
+        s = fm.LanguageModelSession()
+        label = await s.respond(["Name it.", fm.ImageAttachment(images[0])], generating=Label,
+                                options=fm.GenerationOptions(maximum_response_tokens=24))
+        snaps = [x async for x in s.stream_response(["Again:", fm.ImageAttachment(images[1])], options=OPTS)]
+        return label, snaps, s
+    label, snaps, s = asyncio.run(go())
+    assert isinstance(label, Label) and isinstance(label.thing, str) and 1 <= len(label.thing) <= 12
+    assert snaps and all(isinstance(x, str) for x in snaps)
+    assert len(s._conversation.images) == 2
+
+
+def test_resolution_sets_the_image_token_count(tower, images):
+    for mode, tokens in (("rapid", 9), ("high", 720)):
+        model = fm.SystemLanguageModel(resolution=mode)
+        assert asyncio.run(model.token_count(fm.ImageAttachment(images[0]))) == tokens
+        s = fm.LanguageModelSession(model=model)
+        asyncio.run(s.respond(["What?", fm.ImageAttachment(images[0])], options=fm.GenerationOptions(
+            maximum_response_tokens=2)))
+        assert [sp.end - sp.start for sp in s._conversation.images] == [tokens]
+    with pytest.raises(ValueError, match="resolution='ultra' is not one of"):
+        fm.SystemLanguageModel(resolution="ultra")
+
+
+def test_unreadable_images_raise_naming_file_and_reason(tower, images, tmp_path):
+    bad = tmp_path / "notes.png"
+    bad.write_text("not an image")
+    gone = tmp_path / "gone.png"
+    Image.new("RGB", (8, 8)).save(gone)
+    attachment = fm.ImageAttachment(gone)
+    gone.unlink()
+    s = fm.LanguageModelSession()
+    for att, reason in ((fm.ImageAttachment(bad), "notes.png: not an image in a format Pillow can decode"),
+                        (attachment, "gone.png: no such file")):
+        with pytest.raises(fm.ImagePromptError, match=reason):
+            asyncio.run(s.respond(["What is this?", att], options=OPTS))
+    assert len(s.transcript) == 0 and s._conversation.tokens == []          # rolled back
+
+
+def test_a_model_without_vision_weights_says_so(monkeypatch, images):
+    monkeypatch.setitem(fm_model._TOWERS, NAME, None)
+    s = fm.LanguageModelSession()
+    with pytest.raises(fm.ImagePromptError, match=r"has no vision weights.*make vision-weights.*component \[1\]"):
+        asyncio.run(s.respond(["What?", fm.ImageAttachment(images[0])]))
+    assert s._conversation is None
