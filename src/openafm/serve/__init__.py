@@ -1,0 +1,14 @@
+"""The OpenAI-compatible server (`openafm serve`): continuous batching over the runtime's batch engine, and the
+playground with its profiler.
+
+Modules:
+    protocol       the OpenAI request bodies read strictly into a Plan (every unsupported field is a 400 naming it)
+    engine_front   the served models (and adapters), each with a runtime.batch_engine loop; the asyncio bridge
+    responses      OpenAI response bodies and stream chunks from engine events (tool calls, log-probs, profile)
+    metrics        Prometheus text for GET /metrics
+    app            the FastAPI application: endpoints, server-sent events, errors
+    command        the `openafm serve` subcommand (uvicorn)
+
+Subfolders:
+    static         the playground: plain HTML, JS and CSS served at / (no build step)
+"""
