@@ -11,6 +11,8 @@
     conversation.py    an append-only conversation whose KV cache persists across turns
     steering.py        reorder the tokens a grammar allows (repetition penalty, closing bias) without widening it
     threads.py         CPU threads: `--threads`, idle OpenMP workers sleeping (OMP_WAIT_POLICY), the timing line
+    row_cache.py       a KV cache whose rows join and leave at different times (right-aligned, positions per row)
+    batch_engine.py    continuous batching: one engine loop, requests join and leave the running batch per step
 
     next: speculative decoding.
 """

@@ -2,13 +2,12 @@
 playground with its profiler.
 
 Modules:
-    protocol       the OpenAI request bodies read strictly into a Plan (every unsupported field is a 400 naming it)
-    engine_front   the served models (and adapters), each with a runtime.batch_engine loop; the asyncio bridge
-    responses      OpenAI response bodies and stream chunks from engine events (tool calls, log-probs, profile)
-    metrics        Prometheus text for GET /metrics
-    app            the FastAPI application: endpoints, server-sent events, errors
-    command        the `openafm serve` subcommand (uvicorn)
+    protocol.py       the OpenAI request bodies read strictly into a Plan (every unsupported field is a 400 naming it)
+    engine_front.py   the served models (and adapters), each with a runtime.batch_engine loop; the asyncio bridge
+    responses.py      OpenAI response bodies and stream chunks from engine events (tool calls, log-probs, profile)
+    metrics.py        Prometheus text for GET /metrics
+    app.py            the FastAPI application: endpoints, server-sent events, errors
+    command.py        the `openafm serve` subcommand (uvicorn)
 
-Subfolders:
-    static         the playground: plain HTML, JS and CSS served at / (no build step)
+Package data: the "static" folder holds the playground, plain HTML, JS and CSS served at / (no build step).
 """
