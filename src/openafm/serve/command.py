@@ -46,7 +46,7 @@ def parse_adapters(specs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=args.max_context)
-    served = Served(args.model, parse_adapters(args.adapter), config).start()
+    served = Served.load(args.model, parse_adapters(args.adapter), config).start()
     print(f"openafm serve: {', '.join(served.models)} on http://{args.host}:{args.port}/ (playground at /)",
           file=sys.stderr)
     try:

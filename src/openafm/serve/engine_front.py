@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -19,6 +20,7 @@ from openafm.api import DEFAULT_MODEL, load
 from openafm.fm.adapter import Adapter
 from openafm.runtime.batch_engine import BatchEngine, EngineBusy, EngineConfig, RowEvent, RowRequest
 from openafm.runtime.cancel import CancelToken
+from openafm.runtime.constrained import ll_tokenizer
 from openafm.serve.protocol import Plan, RequestError
 
 
@@ -32,11 +34,11 @@ class ServedModel:
 
 
 class Served:
-    def __init__(self, model: str = DEFAULT_MODEL, adapters: dict[str, str | Path] | None = None,
-                 config: EngineConfig = EngineConfig(), weights: str = "auto"):
-        lm = load(model, weights=weights)
+    """The models a server runs: a loaded LanguageModel (`openafm.load`) and adapters by name."""
+
+    def __init__(self, lm, adapters: dict[str, str | Path] | None = None, config: EngineConfig = EngineConfig()):
         if lm.tokenizer is None:
-            raise ValueError(f"model {model!r} has no tokenizer: the server needs one")
+            raise ValueError(f"model {lm.name!r} has no tokenizer: the server needs one")
         self.config = config
         self.base = lm
         self.models: dict[str, ServedModel] = {
@@ -49,13 +51,26 @@ class Served:
             self.models[name] = ServedModel(name, BatchEngine(adapted, lm.tokenizer, config), lm.tokenizer,
                                             "adapter", str(file))
 
+    @classmethod
+    def load(cls, model: str = DEFAULT_MODEL, adapters: dict[str, str | Path] | None = None,
+             config: EngineConfig = EngineConfig(), weights: str = "auto") -> "Served":
+        return cls(load(model, weights=weights), adapters, config)
+
     @property
     def default(self) -> ServedModel:
         return next(iter(self.models.values()))
 
-    def start(self) -> "Served":
+    def start(self, warm: bool = True) -> "Served":
+        """Start every engine loop; warm=True runs one token through each first (the fused step and the
+        grammar engine's tokenizer are built then, not on a client's first request)."""
         for m in self.models.values():
             m.engine.start()
+            if warm:
+                done = threading.Event()
+                m.engine.submit(RowRequest(m.tokenizer.encode("Hello"), 2,
+                                           lambda e: done.set() if e.finish is not None else None))
+                ll_tokenizer(m.tokenizer)
+                done.wait()
         return self
 
     def stop(self) -> None:
