@@ -150,7 +150,9 @@ function drawStats(p) {
     }
     if (toks.length > 1) rows.push(["decode", `${((toks.length - 1) / (last - ttft) * 1e3).toFixed(1)} tok/s over ${toks.length - 1} tokens`]);
     rows.push(["tokens", `${toks.length}: ${toks.length - forced} sampled, ${forced} forced by the grammar`]);
-    rows.push(["grammar mask", `${mask.toFixed(2)} ms total, ${(mask / Math.max(1, toks.length - forced)).toFixed(3)} ms per sampled token`]);
+    const masks = toks.filter((t) => !t.forced && t.mask_ms > 0).map((t) => t.mask_ms).sort((a, b) => a - b);
+    const median = masks.length ? masks[Math.floor(masks.length / 2)] : 0;
+    rows.push(["grammar mask", masks.length ? `${mask.toFixed(2)} ms total, median ${median.toFixed(3)} ms per sampled token (the first includes building the grammar)` : "no grammar"]);
     rows.push(["KV cache", `${(toks[toks.length - 1].kv_bytes / 1024).toFixed(1)} KiB`]);
   }
   if (p.usage) rows.push(["usage", `${p.usage.prompt_tokens} prompt + ${p.usage.completion_tokens} completion`]);
