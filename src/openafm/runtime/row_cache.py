@@ -12,7 +12,8 @@ fused, with one query position per row.
 - `release(row)` forgets a row (its positions become -1); the engine keeps live rows packed at the front
   (`move` copies the last live row into a freed one), so a step over n rows reads rows [0, n).
 - when the shared step reaches the capacity, every row is moved left to end at the longest live row
-  (one slice copy: the rows are right-aligned), and the capacity doubles only if that is not enough.
+  (one slice copy: the rows are right-aligned), and the capacity doubles only if that is not enough (and
+  halves back towards its initial size once the long rows have left).
 - `view(n)` is the nn.kv store (begin/write/read/end) and fused-step view (`layer_storage`) over rows
   [0, n): contiguous slices of the same storage.
 
@@ -51,7 +52,8 @@ class RowCache:
         self.owners = [i for i, spec in enumerate(config.layers) if spec.owns_kv]
         self.steps = 0
         self.lengths = [0] * rows                  # tokens held per row (0 = free)
-        self._alloc(min(capacity, max_capacity))
+        self.initial = min(capacity, max_capacity)
+        self._alloc(self.initial)
 
     def _alloc(self, capacity: int) -> None:
         hkv, dh = self.config.n_kv_heads, self.config.attn_head_dim
@@ -103,6 +105,8 @@ class RowCache:
         if longest + 1 > self.capacity * 3 // 4:
             self._grow(min(self.max_capacity, max(2 * self.capacity, longest + 1)))
         self._realign(longest)
+        if self.capacity > self.initial and 4 * (longest + 1) <= self.capacity:
+            self._shrink(max(self.initial, 2 * (longest + 1)))       # long rows have left: give the memory back
 
     def _realign(self, steps: int) -> None:
         """Move every row so that it ends at `steps` (growing the storage when `steps` does not fit)."""
@@ -127,6 +131,17 @@ class RowCache:
             self.k[i][:, :, :old_cap] = old_k[i]
             self.v[i][:, :, :old_cap] = old_v[i]
         self.pos[:, :old_cap] = old_pos
+
+    def _shrink(self, capacity: int) -> None:
+        """Fewer slots, once the rows are realigned to end at `steps` <= capacity."""
+        if capacity >= self.capacity or self.steps > capacity:
+            return
+        old_k, old_v, old_pos = self.k, self.v, self.pos
+        self._alloc(capacity)
+        for i in self.owners:
+            self.k[i][:, :, :self.steps] = old_k[i][:, :, :self.steps]
+            self.v[i][:, :, :self.steps] = old_v[i][:, :, :self.steps]
+        self.pos[:, :self.steps] = old_pos[:, :self.steps]
 
     # --- the stores one forward pass writes through ----------------------------------------------
     def view(self, n: int) -> "RowView":
