@@ -21,10 +21,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def live_server(lm, config: EngineConfig = EngineConfig(), *, engine: bool = True, **app_kw):
+def live_server(lm, config: EngineConfig = EngineConfig(), *, engine: bool = True, adapters: dict | None = None,
+                **app_kw):
     """Yields (base URL, Served) for a server over the loaded model `lm`; stops it afterwards. engine=False: the
     engine loop is not started, so whatever is submitted stays queued."""
-    served = Served(lm, config=config)
+    served = Served(lm, adapters, config=config)
     if engine:
         served.start()
     port = free_port()

@@ -223,3 +223,31 @@ def test_a_full_queue_is_429_with_retry_after(lm):
             r = httpx.post(url + "/v1/chat/completions", timeout=60, json={"model": MODEL, "max_tokens": 4,
                            "messages": [{"role": "user", "content": "hi"}]})
             assert r.status_code == 429
+
+
+def test_an_adapter_is_served_by_name(tmp_path):
+    import copy
+
+    import torch
+
+    from openafm.checkpoint.adapter import save_adapter
+    from openafm.checkpoint.fingerprint import weights_fingerprint
+    from openafm.nn.lora import apply_lora
+
+    lm = openafm.load(weights="float32")              # what `openafm serve --adapter` loads (weights=auto)
+    adapted = copy.deepcopy(lm.model)
+    apply_lora(adapted, rank=4, alpha=4, targets=("down",))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in adapted.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2)                      # a strong random adapter: its text differs from the base's
+    path = save_adapter(tmp_path / "strong.safetensors", adapted, base_name=lm.name,
+                        base_fingerprint=weights_fingerprint(lm.model))
+    with live_server(lm, EngineConfig(max_batch=2), adapters={"strong": path}) as (url, served):
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        assert [m.id for m in client.models.list().data] == [MODEL, "strong"]
+        base, strong = (client.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi."}],
+                                                       temperature=0, max_tokens=8).choices[0].message.content
+                        for name in (MODEL, "strong"))
+        assert base != strong

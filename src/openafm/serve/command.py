@@ -10,7 +10,7 @@ import uvicorn
 from openafm.api import DEFAULT_MODEL
 from openafm.runtime.batch_engine import EngineConfig
 from openafm.serve.app import MAX_BODY, create_app
-from openafm.serve.engine_front import Served
+from openafm.serve.engine_front import Served, served_weights
 
 
 def register(subparsers) -> None:
@@ -30,6 +30,9 @@ def register(subparsers) -> None:
                    help="requests waiting for a row; beyond it the server answers 429 with Retry-After")
     p.add_argument("--max-context", type=int, default=EngineConfig.max_context,
                    help="prompt + completion tokens of one request")
+    p.add_argument("--weights", default="auto", choices=["auto", "native", "native-int8", "float32", "bfloat16"],
+                   help="how a GGUF's weights are held (openafm.load): auto = native blocks, or float32 when "
+                        "--adapter is given (adapters attach to the dequantized weights they were trained on)")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
     p.set_defaults(run=run)
 
@@ -46,8 +49,10 @@ def parse_adapters(specs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=args.max_context)
-    served = Served.load(args.model, parse_adapters(args.adapter), config).start()
-    print(f"openafm serve: {', '.join(served.models)} on http://{args.host}:{args.port}/ (playground at /)",
+    adapters = parse_adapters(args.adapter)
+    served = Served.load(args.model, adapters, config, weights=args.weights).start()
+    print(f"openafm serve: {', '.join(served.models)} ({served_weights(args.weights, adapters)} weights, decode "
+          f"step {served.default.engine.step_kind}) on http://{args.host}:{args.port}/ (playground at /)",
           file=sys.stderr)
     try:
         uvicorn.run(create_app(served, max_body=args.max_body), host=args.host, port=args.port, log_level="warning")

@@ -1,6 +1,7 @@
 """The engines the server runs (the model, and one per adapter) and the bridge from their threads to asyncio.
 
-`Served` loads the model once (GGUF blocks kept as stored, as the front door does), attaches each
+`Served` loads the model once (GGUF blocks kept as stored, as the front door does; float32 when adapters are
+served, since adapter files are fingerprinted against the dequantized weights), attaches each
 `--adapter NAME=FILE` to a copy that shares the base weights, and starts one `BatchEngine` loop per model.
 `events(engine, plan)` submits a plan's n choices as engine rows and yields `(choice, RowEvent)` pairs as
 the engine thread produces them, or `None` every `tick` seconds with nothing new, so a caller can notice a
@@ -54,7 +55,9 @@ class Served:
     @classmethod
     def load(cls, model: str = DEFAULT_MODEL, adapters: dict[str, str | Path] | None = None,
              config: EngineConfig = EngineConfig(), weights: str = "auto") -> "Served":
-        return cls(load(model, weights=weights), adapters, config)
+        """weights="auto": a GGUF's blocks kept as stored, or float32 when adapters are given (an adapter file
+        records the fingerprint of the dequantized weights it was trained on, so it attaches to those)."""
+        return cls(load(model, weights=served_weights(weights, adapters)), adapters, config)
 
     @property
     def default(self) -> ServedModel:
@@ -90,6 +93,10 @@ class Served:
     @property
     def running(self) -> int:
         return sum(m.engine.running for m in self.models.values())
+
+
+def served_weights(weights: str, adapters: dict | None) -> str:
+    return "float32" if weights == "auto" and adapters else weights
 
 
 async def events(engine: BatchEngine, plan: Plan, *, tick: float = 0.25
