@@ -99,12 +99,12 @@ def test_json_schema_and_json_object_are_valid(client):
 
 
 def test_tools_required_named_and_none(client):
-    r = ask(client, "What is the weather in Paris?", max_tokens=40, tools=WEATHER, tool_choice="required")
+    r = ask(client, "What is the weather in Paris?", max_tokens=60, tools=WEATHER, tool_choice="required")
     calls = r.choices[0].message.tool_calls
     assert r.choices[0].finish_reason == "tool_calls" and r.choices[0].message.content is None
     assert calls and all(c.function.name in ("get_weather", "get_time") for c in calls)
     assert all(isinstance(json.loads(c.function.arguments)["city"], str) for c in calls)
-    r = ask(client, "What is the weather in Paris?", max_tokens=40, tools=WEATHER,
+    r = ask(client, "What is the weather in Paris?", max_tokens=60, tools=WEATHER,
             tool_choice={"type": "function", "function": {"name": "get_time"}})
     assert [c.function.name for c in r.choices[0].message.tool_calls] == ["get_time"] * len(r.choices[0].message.tool_calls)
     r = ask(client, "Say hello.", max_tokens=8, tools=WEATHER, tool_choice="none")
