@@ -202,6 +202,19 @@ def test_a_disconnected_stream_frees_its_slot(server):
     assert served.running == 0 and served.default.engine.cache.lengths == [0] * 8
 
 
+def test_a_client_that_gives_up_on_a_plain_request_frees_its_slot(server):
+    url, served = server
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a very long story."}],
+            "max_tokens": 1000, "temperature": 0.7}
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(url + "/v1/chat/completions", json=body, timeout=1.5)
+    for _ in range(500):
+        if served.running == 0:
+            break
+        time.sleep(0.01)
+    assert served.running == 0
+
+
 def test_models_health_metrics(server, client):
     assert [m.id for m in client.models.list().data] == [MODEL]
     text = httpx.get(server[0] + "/metrics").text

@@ -25,6 +25,7 @@ from openafm.serve.responses import Choice, chat_body, chunk, completion_body, n
 
 MAX_BODY = 1 << 20          # bytes of one request body
 RETRY_AFTER = "1"           # seconds, on a 429
+DISCONNECT_CHECK = 0.25     # seconds between checks that a non-streaming client is still there
 
 
 def create_app(served: Served, *, max_body: int = MAX_BODY) -> FastAPI:
@@ -90,11 +91,14 @@ def create_app(served: Served, *, max_body: int = MAX_BODY) -> FastAPI:
     async def _collect(request: Request, plan, model, stream) -> JSONResponse:
         choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
         last: dict[int, float] = {}
+        checked = time.monotonic()
         try:
             async for item in stream:
-                if item is None:
-                    if await request.is_disconnected():
+                if item is None or time.monotonic() - checked > DISCONNECT_CHECK:
+                    checked = time.monotonic()
+                    if await request.is_disconnected():         # the client left: its rows are cancelled
                         return JSONResponse({}, status_code=499)
+                if item is None:
                     continue
                 i, e = item
                 _observe(metrics, last, i, e)
