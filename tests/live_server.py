@@ -33,10 +33,11 @@ def live_server(lm, config: EngineConfig = EngineConfig(), *, engine: bool = Tru
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(500):
+    for _ in range(3000):
         if server.started:
             break
         time.sleep(0.01)
+    assert server.started, f"uvicorn did not start on port {port}"
     try:
         yield f"http://127.0.0.1:{port}", served
     finally:
