@@ -249,18 +249,20 @@ def test_an_adapter_is_served_by_name(tmp_path):
 
     lm = openafm.load(weights="float32")              # what `openafm serve --adapter` loads (weights=auto)
     adapted = copy.deepcopy(lm.model)
+    torch.manual_seed(0)                               # lora_A's init too: the adapter is the same whatever ran before
     apply_lora(adapted, rank=4, alpha=4, targets=("down",))
-    torch.manual_seed(0)
     with torch.no_grad():
         for name, p in adapted.named_parameters():
             if "lora_B" in name:
-                p.normal_(0, 0.2)                      # a strong random adapter: its text differs from the base's
+                p.normal_(0, 0.2)
     path = save_adapter(tmp_path / "strong.safetensors", adapted, base_name=lm.name,
                         base_fingerprint=weights_fingerprint(lm.model))
     with live_server(lm, EngineConfig(max_batch=2), adapters={"strong": path}) as (url, served):
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
         assert [m.id for m in client.models.list().data] == [MODEL, "strong"]
         base, strong = (client.chat.completions.create(model=name, messages=[{"role": "user", "content": "Hi."}],
-                                                       temperature=0, max_tokens=8).choices[0].message.content
+                                                       temperature=0, max_tokens=1, logprobs=True)
                         for name in (MODEL, "strong"))
-        assert base != strong
+        assert served.models["strong"].engine.model is not served.default.engine.model
+        # The adapter changes the distribution: the first token's log-probability differs.
+        assert abs(base.choices[0].logprobs.content[0].logprob - strong.choices[0].logprobs.content[0].logprob) > 1e-3
