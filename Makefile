@@ -7,12 +7,13 @@ FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 STAMP  := $(VENV)/.installed
 # Real text for the data pipeline, the tokenizer and the compression experiments comes from Debian packages;
 # ninja-build compiles the packed low-bit matvec kernel (torch.utils.cpp_extension) on first use; the emoji font and
-# the Adwaita icons are image-text pairs for the vision encoder's CLIP pretraining (openafm.data.images).
+# the Adwaita icons are image-text pairs for the vision encoder's CLIP pretraining (openafm.data.images); chromium is
+# the headless browser tests/serve/test_playground.py drives through playwright (executable_path, no browser download).
 DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-ru \
 	fortunes-pl fortunes-cs wordnet-base debian-reference-en debian-reference-de debian-reference-es \
 	debian-reference-fr debian-reference-it debian-reference-ja debian-reference-pt debian-reference-zh-cn \
 	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base ninja-build \
-	fonts-noto-color-emoji adwaita-icon-theme
+	fonts-noto-color-emoji adwaita-icon-theme chromium
 APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends
 
 .PHONY: demo test setup data clean bench-deps vision-weights

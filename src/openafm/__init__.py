@@ -17,6 +17,7 @@ The spine, each layer importing only those before it (tests/layering.py keeps it
     api.py         the front door: openafm.load
     cli.py         the `openafm` command line
     commands/      the CLI subcommands for the packages beside the spine
+    serve/         `openafm serve`: the OpenAI-compatible server (continuous batching) and the playground
 
 Beside the spine, importing from it and never imported by it:
 

@@ -30,6 +30,7 @@ COMMAND_MODULES: list[str] = ["openafm.commands.data", "openafm.commands.shards"
                               "openafm.commands.sft", "openafm.commands.synth", "openafm.commands.eval",
                               "openafm.commands.rl", "openafm.commands.reward", "openafm.commands.vision",
                               "openafm.commands.vlm", "openafm.commands.draft", "openafm.commands.adapter"]
+COMMAND_MODULES.append("openafm.serve.command")   # `openafm serve` (front door: found by name, imported by nothing)
 
 
 def main(argv: list[str] | None = None) -> int:

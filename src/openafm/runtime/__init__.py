@@ -13,4 +13,6 @@
     speculative.py     speculative decoding: a draft proposes, the target scores in one pass, caches roll back
     draft.py           DraftModel: a small decoder over the target's embedding with a frequent-token head
     threads.py         CPU threads: `--threads`, idle OpenMP workers sleeping (OMP_WAIT_POLICY), the timing line
+    row_cache.py       a KV cache whose rows join and leave at different times (right-aligned, positions per row)
+    batch_engine.py    continuous batching: one engine loop, requests join and leave the running batch per step
 """

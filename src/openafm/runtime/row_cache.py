@@ -1,0 +1,217 @@
+"""A KV cache whose rows join and leave at different times: the continuous-batching engine's cache.
+
+`runtime.kv_cache.KVCache` indexes slots by one time step shared by every row. Rows that start at different
+times keep that rule here by being right-aligned: every live row's tokens occupy the slots just before the
+shared step (`[steps - length, steps)`), each slot holding the row's own absolute position (-1 = empty), so
+a row that joins late is what a left-padded row is to `KVCache`, and masks come from positions as everywhere
+else. That layout is what the fused C++ decode step (runtime.fused_step) reads, so batched decode steps run
+fused, with one query position per row.
+
+- `splice(row, source)` copies a prefilled single-row `KVCache` (its first `length` steps) in front of the
+  shared step; a prompt longer than the steps so far first moves every row right (`_realign`).
+- `release(row)` forgets a row (its positions become -1); the engine keeps live rows packed at the front
+  (`move` copies the last live row into a freed one), so a step over n rows reads rows [0, n).
+- when the shared step reaches the capacity, every row is moved left to end at the longest live row
+  (one slice copy: the rows are right-aligned), and the capacity doubles only if that is not enough (and
+  halves back towards its initial size once the long rows have left).
+- `view(n)` is the nn.kv store (begin/write/read/end) and fused-step view (`layer_storage`) over rows
+  [0, n): contiguous slices of the same storage.
+
+Only full-attention layers and float32 storage: a sliding-window ring (slot = step mod window) would need
+its slots rotated when rows move, and int8 storage its scales; both raise (`RowCacheUnsupported`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from openafm.errors import ContextWindowExceededError
+from openafm.models.plan import AttentionKind, DecoderConfig
+from openafm.nn.kv import KeyLayout, LayerKV
+from openafm.runtime.kv_cache import KVCache, KVStorage
+
+
+class RowCacheUnsupported(ValueError):
+    """The model's plan or the cache's storage is one RowCache does not hold (the message says which)."""
+
+
+class RowCache:
+    def __init__(self, config: DecoderConfig, *, rows: int, capacity: int, max_capacity: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
+        for i, spec in enumerate(config.layers):
+            if spec.attention is AttentionKind.SLIDING_ROPE and spec.window < max_capacity:
+                raise RowCacheUnsupported(f"layer {i} is a sliding-window layer (window {spec.window} < "
+                                          f"max_capacity {max_capacity}): the row cache holds full-attention "
+                                          f"layers only; lower max_capacity to {spec.window} or below")
+        if dtype != torch.float32:
+            raise RowCacheUnsupported(f"dtype={dtype}: the row cache holds float32 K/V (the fused step's)")
+        if max_capacity > config.max_seq_len:
+            raise ContextWindowExceededError(max_capacity, config.max_seq_len)
+        self.config, self.rows, self.dtype, self.device = config, rows, dtype, torch.device(device)
+        self.max_capacity = max_capacity
+        self.owners = [i for i, spec in enumerate(config.layers) if spec.owns_kv]
+        self.steps = 0
+        self.lengths = [0] * rows                  # tokens held per row (0 = free)
+        self.initial = min(capacity, max_capacity)
+        self._alloc(self.initial)
+
+    def _alloc(self, capacity: int) -> None:
+        hkv, dh = self.config.n_kv_heads, self.config.attn_head_dim
+        shape = (self.rows, hkv, capacity, dh)
+        self.capacity = capacity
+        self.k = {i: torch.zeros(shape, dtype=self.dtype, device=self.device) for i in self.owners}
+        self.v = {i: torch.zeros(shape, dtype=self.dtype, device=self.device) for i in self.owners}
+        self.pos = torch.full((self.rows, capacity), -1, dtype=torch.long, device=self.device)   # [R, S]
+        self._views: dict[int, RowView] = {}
+
+    # --- rows joining and leaving ---------------------------------------------------------------
+    def splice(self, row: int, source: KVCache, length: int) -> None:
+        """Copy the first `length` steps of a single-row cache (positions 0..length-1) into `row`."""
+        if source.storage is not KVStorage.NATIVE or source.batch_size != 1 or source.padded:
+            raise RowCacheUnsupported("splice takes an unpadded single-row float32 KVCache")
+        if self.lengths[row]:
+            raise ValueError(f"row {row} is in use ({self.lengths[row]} tokens); release it first")
+        if length > self.steps:
+            self._realign(length)
+        t0 = self.steps - length
+        for i in self.owners:
+            k, v, *_ = source.layer_storage(i)                               # [1, Hkv, S, Dh]
+            self.k[i][row, :, t0:self.steps] = k[0, :, :length]
+            self.v[i][row, :, t0:self.steps] = v[0, :, :length]
+        self.pos[row] = -1
+        self.pos[row, t0:self.steps] = torch.arange(length, device=self.device)
+        self.lengths[row] = length
+
+    def release(self, row: int) -> None:
+        self.pos[row] = -1
+        self.lengths[row] = 0
+
+    def move(self, src: int, dst: int) -> None:
+        """Copy row `src` into the free row `dst` and free `src` (keeps live rows packed at the front)."""
+        for i in self.owners:
+            self.k[i][dst] = self.k[i][src]
+            self.v[i][dst] = self.v[i][src]
+        self.pos[dst] = self.pos[src]
+        self.lengths[dst], self.lengths[src] = self.lengths[src], 0
+        self.pos[src] = -1
+
+    def reserve(self, n: int) -> None:
+        """Make room for one more step over rows [0, n): compact, or grow when compacting is not enough."""
+        if self.steps < self.capacity:
+            return
+        longest = max(self.lengths[:n], default=0)
+        if longest + 1 > self.max_capacity:
+            raise ContextWindowExceededError(longest + 1, self.max_capacity)
+        if longest + 1 > self.capacity * 3 // 4:
+            self._grow(min(self.max_capacity, max(2 * self.capacity, longest + 1)))
+        self._realign(longest)
+        if self.capacity > self.initial and 4 * (longest + 1) <= self.capacity:
+            self._shrink(max(self.initial, 2 * (longest + 1)))       # long rows have left: give the memory back
+
+    def _realign(self, steps: int) -> None:
+        """Move every row so that it ends at `steps` (growing the storage when `steps` does not fit)."""
+        if steps > self.capacity:
+            self._grow(min(self.max_capacity, max(2 * self.capacity, steps)))
+        keep = min(self.steps, steps)                         # the last `keep` slots hold every live row
+        src, dst = slice(self.steps - keep, self.steps), slice(steps - keep, steps)
+        for i in self.owners:
+            self.k[i][:, :, dst] = self.k[i][:, :, src].clone()
+            self.v[i][:, :, dst] = self.v[i][:, :, src].clone()
+        moved = self.pos[:, src].clone()
+        self.pos.fill_(-1)
+        self.pos[:, dst] = moved
+        self.steps = steps
+
+    def _grow(self, capacity: int) -> None:
+        if capacity <= self.capacity:
+            return
+        old_k, old_v, old_pos, old_cap = self.k, self.v, self.pos, self.capacity
+        self._alloc(capacity)
+        for i in self.owners:
+            self.k[i][:, :, :old_cap] = old_k[i]
+            self.v[i][:, :, :old_cap] = old_v[i]
+        self.pos[:, :old_cap] = old_pos
+
+    def _shrink(self, capacity: int) -> None:
+        """Fewer slots, once the rows are realigned to end at `steps` <= capacity."""
+        if capacity >= self.capacity or self.steps > capacity:
+            return
+        old_k, old_v, old_pos = self.k, self.v, self.pos
+        self._alloc(capacity)
+        for i in self.owners:
+            self.k[i][:, :, :self.steps] = old_k[i][:, :, :self.steps]
+            self.v[i][:, :, :self.steps] = old_v[i][:, :, :self.steps]
+        self.pos[:, :self.steps] = old_pos[:, :self.steps]
+
+    # --- the stores one forward pass writes through ----------------------------------------------
+    def view(self, n: int) -> "RowView":
+        """The store over rows [0, n) (kept per n, so the fused step binds it once until storage moves)."""
+        if n not in self._views:
+            self._views[n] = RowView(self, n)
+        return self._views[n]
+
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.k.values()) + sum(t.nbytes for t in self.v.values())
+
+    def row_bytes(self, row: int) -> int:
+        """K/V bytes the tokens of one row hold."""
+        per_token = 2 * len(self.owners) * self.config.n_kv_heads * self.config.attn_head_dim * 4
+        return self.lengths[row] * per_token
+
+
+class RowView:
+    """The nn.kv store contract (and the fused step's `layer_storage`) over rows [0, n) of a RowCache."""
+
+    padded = True               # rows sit at different positions: masks always come from positions
+    storage = KVStorage.NATIVE
+
+    def __init__(self, cache: RowCache, n: int):
+        self.cache, self.n = cache, n
+        self.dtype, self.device, self.config = cache.dtype, cache.device, cache.config
+        self._t = 0
+        self._written: dict[int, LayerKV] = {}
+
+    @property
+    def steps(self) -> int:
+        return self.cache.steps
+
+    @property
+    def capacity(self) -> int:
+        return self.cache.capacity
+
+    @property
+    def next_position(self) -> int:
+        raise ValueError("rows of a RowCache sit at different positions; pass positions= explicitly")
+
+    def begin(self, positions: torch.Tensor) -> None:              # positions [n, T]
+        c, t = self.cache, positions.shape[1]
+        if c.steps + t > c.capacity:
+            raise ContextWindowExceededError(c.steps + t, c.capacity)
+        c.pos[:self.n, c.steps:c.steps + t] = positions
+        self._t = t
+
+    def write(self, layer: int, spec, k: torch.Tensor, v: torch.Tensor) -> LayerKV:   # k, v [n, Hkv, T, Dh]
+        c, t1 = self.cache, self.cache.steps + self._t
+        c.k[layer][:self.n, :, c.steps:t1] = k
+        c.v[layer][:self.n, :, c.steps:t1] = v
+        kv = self._written[layer] = LayerKV(c.k[layer][:self.n, :, :t1], c.v[layer][:self.n, :, :t1],
+                                            c.pos[:self.n, :t1], KeyLayout.ARBITRARY)
+        return kv
+
+    def read(self, layer: int) -> LayerKV:
+        return self._written[layer]
+
+    def end(self, positions: torch.Tensor) -> None:
+        self.cache.steps += self._t
+        for r in range(self.n):
+            self.cache.lengths[r] += self._t
+        self._written.clear()
+
+    def layer_storage(self, layer: int) -> tuple | None:
+        c = self.cache
+        if layer not in c.k:
+            return None
+        return c.k[layer][:self.n], c.v[layer][:self.n], None, None, c.pos[:self.n], 0
+
+    def nbytes(self) -> int:
+        return self.cache.nbytes()

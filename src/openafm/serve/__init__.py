@@ -1,0 +1,13 @@
+"""The OpenAI-compatible server (`openafm serve`): continuous batching over the runtime's batch engine, and the
+playground with its profiler.
+
+Modules:
+    protocol.py       the OpenAI request bodies read strictly into a Plan (every unsupported field is a 400 naming it)
+    engine_front.py   the served models (and adapters), each with a runtime.batch_engine loop; the asyncio bridge
+    responses.py      OpenAI response bodies and stream chunks from engine events (tool calls, log-probs, profile)
+    metrics.py        Prometheus text for GET /metrics
+    app.py            the FastAPI application: endpoints, server-sent events, errors
+    command.py        the `openafm serve` subcommand (uvicorn)
+
+Package data: the "static" folder holds the playground, plain HTML, JS and CSS served at / (no build step).
+"""

@@ -1,0 +1,190 @@
+"""The HTTP server: OpenAI's endpoints over the batch engines, the playground at `/`, health and metrics.
+
+POST /v1/chat/completions and /v1/completions read the body strictly (serve.protocol), run the choices as
+engine rows (serve.engine_front) and answer in OpenAI's shapes (serve.responses), streamed as server-sent
+events (`data: {chunk}` ... `data: [DONE]`) when asked. Errors are OpenAI error bodies: 400 naming the
+field, 404 for an unknown model, 413-free size check (a body over `max_body` bytes is a 400 naming the limit),
+429 with Retry-After when the queue is full, 500 if a request fails inside (the server itself goes on). A
+client that disconnects cancels its rows (checked between events, and by the stream's cancellation).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import resources
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from openafm.serve.engine_front import Served, events
+from openafm.serve.metrics import Metrics
+from openafm.serve.protocol import RequestError, chat_request, completion_request
+from openafm.serve.responses import Choice, chat_body, chunk, completion_body, new_id, usage
+
+MAX_BODY = 1 << 20          # bytes of one request body
+RETRY_AFTER = "1"           # seconds, on a 429
+DISCONNECT_CHECK = 0.25     # seconds between checks that a non-streaming client is still there
+
+
+def create_app(served: Served, *, max_body: int = MAX_BODY) -> FastAPI:
+    app = FastAPI(title="openafm", docs_url=None, redoc_url=None, openapi_url=None)
+    metrics = Metrics()
+    app.state.served, app.state.metrics = served, metrics
+    static = resources.files("openafm.serve") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+
+    @app.get("/", response_class=HTMLResponse)
+    async def playground() -> str:
+        return (static / "index.html").read_text(encoding="utf-8")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok", "models": list(served.models), "running": served.running, "waiting": served.waiting}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [
+            {"id": m.name, "object": "model", "created": 0, "owned_by": "openafm", "kind": m.kind,
+             "source": m.source, "max_context": served.config.max_context} for m in served.models.values()]}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(waiting=served.waiting, running=served.running),
+                                 media_type="text/plain; version=0.0.4")
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        return await _complete(request, "chat")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await _complete(request, "text")
+
+    async def _complete(request: Request, kind: str):
+        endpoint = "chat" if kind == "chat" else "completions"
+        try:
+            body = await _read_json(request, max_body)
+            name = body.get("model") if isinstance(body, dict) else None
+            model = served.get(name) if isinstance(name, str) else served.default
+            read = chat_request if kind == "chat" else completion_request
+            plan = read(body, tokenizer=model.tokenizer, model=model.name, context=served.config.max_context)
+            stream = events(model.engine, plan)
+            if plan.stream:
+                first = await stream.__anext__()          # raises a 429 here, before the 200 is sent
+                metrics.request(endpoint, 200)
+                return StreamingResponse(_sse(request, plan, model, stream, first), media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache"})
+            result = await _collect(request, plan, model, stream)
+        except RequestError as e:
+            metrics.request(endpoint, e.status)
+            headers = {"Retry-After": RETRY_AFTER} if e.status == 429 else None
+            return JSONResponse(e.body(), status_code=e.status, headers=headers)
+        except Exception as e:                                            # noqa: BLE001
+            metrics.request(endpoint, 500)
+            return JSONResponse(RequestError(f"internal error: {type(e).__name__}: {e}", None, status=500,
+                                             kind="server_error").body(), status_code=500)
+        metrics.request(endpoint, result.status_code)
+        return result
+
+    async def _collect(request: Request, plan, model, stream) -> JSONResponse:
+        choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
+        last: dict[int, float] = {}
+        checked = time.monotonic()
+        try:
+            async for item in stream:
+                if item is None or time.monotonic() - checked > DISCONNECT_CHECK:
+                    checked = time.monotonic()
+                    if await request.is_disconnected():         # the client left: its rows are cancelled
+                        return JSONResponse({}, status_code=499)
+                if item is None:
+                    continue
+                i, e = item
+                _observe(metrics, last, i, e)
+                choices[i].add(e)
+        finally:
+            await stream.aclose()
+        failed = [c for c in choices if c.failed()]
+        if failed:
+            raise RuntimeError(failed[0].error or failed[0].finish)
+        build = chat_body if plan.kind == "chat" else completion_body
+        rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
+        return JSONResponse(build(rid, plan, choices, model.engine))
+
+    async def _sse(request: Request, plan, model, stream, first):
+        rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
+        created = int(time.time())
+        choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
+        started = [False] * plan.n
+        last: dict[int, float] = {}
+        try:
+            item = first
+            while True:
+                if item is None:
+                    if await request.is_disconnected():
+                        return
+                else:
+                    i, e = item
+                    _observe(metrics, last, i, e)
+                    c = choices[i]
+                    c.add(e)
+                    if c.failed():
+                        if c.finish == "error":
+                            error = RequestError(f"generation failed: {c.error}", None, status=500,
+                                                 kind="server_error")
+                            yield f"data: {json.dumps(error.body())}\n\n"
+                        return
+                    extra = {}
+                    if plan.profile and c.profile and e.token_id == c.profile[-1]["id"] and e.token_id >= 0:
+                        extra["token"] = c.profile[-1]
+                    if plan.profile and c.first is e:
+                        extra["prefill"] = {"prompt_tokens": len(plan.prompt), "cached_prompt_tokens": e.cached_tokens,
+                                            "prefill_ms": round(e.prefill_seconds * 1e3, 3),
+                                            "step": model.engine.step_kind}
+                    body = chunk(rid, plan, created, c, role=not started[i], final=e.finish is not None,
+                                 extra=extra or None)
+                    started[i] = True
+                    if body is not None:
+                        yield f"data: {json.dumps(body)}\n\n"
+                try:
+                    item = await stream.__anext__()
+                except StopAsyncIteration:
+                    break
+            if plan.include_usage:
+                body = {"id": rid, "object": "chat.completion.chunk" if plan.kind == "chat" else "text_completion",
+                        "created": created, "model": plan.model, "choices": [], "usage": usage(plan, choices)}
+                yield f"data: {json.dumps(body)}\n\n"
+            yield "data: [DONE]\n\n"
+        finally:
+            await stream.aclose()
+
+    return app
+
+
+def _observe(metrics: Metrics, last: dict[int, float], i: int, e) -> None:
+    if e.token_id < 0:
+        return
+    metrics.token()
+    if i not in last:
+        metrics.ttft.observe(e.at)
+    else:
+        metrics.itl.observe(e.at - last[i])
+    last[i] = e.at
+
+
+async def _read_json(request: Request, max_body: int):
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_body:
+        raise RequestError(f"the request body is {int(length)} bytes; this server accepts at most {max_body}",
+                           None, code="body_too_large")
+    raw = bytearray()
+    async for part in request.stream():
+        raw += part
+        if len(raw) > max_body:
+            raise RequestError(f"the request body is over {max_body} bytes, this server's limit", None,
+                               code="body_too_large")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RequestError(f"the request body is not valid JSON: {e}", None, code="invalid_json") from None

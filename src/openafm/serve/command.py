@@ -1,0 +1,61 @@
+"""`openafm serve`: the OpenAI-compatible server and the playground, on loopback unless told otherwise."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import uvicorn
+
+from openafm.api import DEFAULT_MODEL
+from openafm.runtime.batch_engine import EngineConfig
+from openafm.serve.app import MAX_BODY, create_app
+from openafm.serve.engine_front import Served, served_weights
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="serve the model over OpenAI's HTTP API (continuous batching) with a playground at /",
+        description="Serve a model over OpenAI's API: POST /v1/chat/completions and /v1/completions (streaming, "
+                    "response_format json_schema, tools), GET /v1/models, /health, /metrics (Prometheus), and the "
+                    "playground with its profiler at /. Requests share one engine loop per model (continuous "
+                    "batching). Binds to 127.0.0.1 unless --host says otherwise.")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, .gguf file or checkpoint (default {DEFAULT_MODEL})")
+    p.add_argument("--adapter", action="append", default=[], metavar="NAME=FILE",
+                   help="serve a LoRA adapter file under NAME as well (repeatable); pick it with \"model\": NAME")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--max-batch", type=int, default=EngineConfig.max_batch, help="rows decoded together")
+    p.add_argument("--max-queue", type=int, default=EngineConfig.max_queue,
+                   help="requests waiting for a row; beyond it the server answers 429 with Retry-After")
+    p.add_argument("--max-context", type=int, default=EngineConfig.max_context,
+                   help="prompt + completion tokens of one request")
+    p.add_argument("--weights", default="auto", choices=["auto", "native", "native-int8", "float32", "bfloat16"],
+                   help="how a GGUF's weights are held (openafm.load): auto = native blocks, or float32 when "
+                        "--adapter is given (adapters attach to the dequantized weights they were trained on)")
+    p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
+    p.set_defaults(run=run)
+
+
+def parse_adapters(specs: list[str]) -> dict[str, str]:
+    adapters = {}
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        if not sep or not name or not file:
+            raise ValueError(f"--adapter {spec!r} must be NAME=FILE")
+        adapters[name] = file
+    return adapters
+
+
+def run(args: argparse.Namespace) -> int:
+    config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=args.max_context)
+    adapters = parse_adapters(args.adapter)
+    served = Served.load(args.model, adapters, config, weights=args.weights).start()
+    print(f"openafm serve: {', '.join(served.models)} ({served_weights(args.weights, adapters)} weights, decode "
+          f"step {served.default.engine.step_kind}) on http://{args.host}:{args.port}/ (playground at /)",
+          file=sys.stderr)
+    try:
+        uvicorn.run(create_app(served, max_body=args.max_body), host=args.host, port=args.port, log_level="warning")
+    finally:
+        served.stop()
+    return 0

@@ -1,0 +1,137 @@
+"""The engines the server runs (the model, and one per adapter) and the bridge from their threads to asyncio.
+
+`Served` loads the model once (GGUF blocks kept as stored, as the front door does; float32 when adapters are
+served, since adapter files are fingerprinted against the dequantized weights), attaches each
+`--adapter NAME=FILE` to a copy that shares the base weights, and starts one `BatchEngine` loop per model.
+`events(engine, plan)` submits a plan's n choices as engine rows and yields `(choice, RowEvent)` pairs as
+the engine thread produces them, or `None` every `tick` seconds with nothing new, so a caller can notice a
+client that went away. Leaving the iteration early (a disconnect, an error) cancels every row it submitted:
+the engine drops them before its next step and their rows are free again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from pathlib import Path
+from typing import AsyncIterator
+
+from openafm.api import DEFAULT_MODEL, load
+from openafm.fm.adapter import Adapter
+from openafm.runtime.batch_engine import BatchEngine, EngineBusy, EngineConfig, RowEvent, RowRequest
+from openafm.runtime.cancel import CancelToken
+from openafm.runtime.constrained import ll_tokenizer
+from openafm.serve.protocol import Plan, RequestError
+
+
+@dataclasses.dataclass
+class ServedModel:
+    name: str
+    engine: BatchEngine
+    tokenizer: object
+    kind: str                  # "model" or "adapter"
+    source: str
+
+
+class Served:
+    """The models a server runs: a loaded LanguageModel (`openafm.load`) and adapters by name."""
+
+    def __init__(self, lm, adapters: dict[str, str | Path] | None = None, config: EngineConfig = EngineConfig()):
+        if lm.tokenizer is None:
+            raise ValueError(f"model {lm.name!r} has no tokenizer: the server needs one")
+        self.config = config
+        self.base = lm
+        self.models: dict[str, ServedModel] = {
+            lm.name: ServedModel(lm.name, BatchEngine(lm.model, lm.tokenizer, config), lm.tokenizer, "model",
+                                 str(lm.source))}
+        for name, file in (adapters or {}).items():
+            if name in self.models:
+                raise ValueError(f"adapter name {name!r} is already served; give each adapter its own name")
+            adapted = Adapter(file).attach(lm.model)
+            self.models[name] = ServedModel(name, BatchEngine(adapted, lm.tokenizer, config), lm.tokenizer,
+                                            "adapter", str(file))
+
+    @classmethod
+    def load(cls, model: str = DEFAULT_MODEL, adapters: dict[str, str | Path] | None = None,
+             config: EngineConfig = EngineConfig(), weights: str = "auto") -> "Served":
+        """weights="auto": a GGUF's blocks kept as stored, or float32 when adapters are given (an adapter file
+        records the fingerprint of the dequantized weights it was trained on, so it attaches to those)."""
+        return cls(load(model, weights=served_weights(weights, adapters)), adapters, config)
+
+    @property
+    def default(self) -> ServedModel:
+        return next(iter(self.models.values()))
+
+    def start(self, warm: bool = True) -> "Served":
+        """Start every engine loop; warm=True runs one token through each first (the fused step and the
+        grammar engine's tokenizer are built then, not on a client's first request)."""
+        for m in self.models.values():
+            m.engine.start()
+            if warm:
+                done = threading.Event()
+                m.engine.submit(RowRequest(m.tokenizer.encode("Hello"), 2,
+                                           lambda e: done.set() if e.finish is not None else None))
+                ll_tokenizer(m.tokenizer)
+                done.wait()
+        return self
+
+    def stop(self) -> None:
+        for m in self.models.values():
+            m.engine.stop()
+
+    def get(self, name: str) -> ServedModel:
+        if name not in self.models:
+            raise RequestError(f"the model {name!r} does not exist; this server serves {sorted(self.models)}",
+                               "model", status=404, code="model_not_found")
+        return self.models[name]
+
+    @property
+    def waiting(self) -> int:
+        return sum(m.engine.waiting for m in self.models.values())
+
+    @property
+    def running(self) -> int:
+        return sum(m.engine.running for m in self.models.values())
+
+
+def served_weights(weights: str, adapters: dict | None) -> str:
+    return "float32" if weights == "auto" and adapters else weights
+
+
+async def events(engine: BatchEngine, plan: Plan, *, tick: float = 0.25
+                 ) -> AsyncIterator[tuple[int, RowEvent] | None]:
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+    cancels = [CancelToken() for _ in range(plan.n)]
+    if engine.waiting + plan.n > engine.config.max_queue:
+        raise RequestError(f"the server is busy: {engine.waiting} requests are waiting (max_queue="
+                           f"{engine.config.max_queue}); retry later", None, status=429, kind="rate_limit_error",
+                           code="rate_limit_exceeded")
+    try:
+        for i in range(plan.n):
+            req = RowRequest(plan.prompt, plan.max_tokens,
+                             lambda e, i=i: loop.call_soon_threadsafe(queue.put_nowait, (i, e)),
+                             sampling=plan.sampling[i], stop=plan.stop,
+                             constraint=plan.constraint() if plan.constraint is not None else None,
+                             logprobs=plan.logprobs, cancel=cancels[i])
+            engine.submit(req)
+    except EngineBusy as e:
+        for c in cancels:
+            c.cancel()
+        raise RequestError(f"the server is busy: {e}; retry later", None, status=429, kind="rate_limit_error",
+                           code="rate_limit_exceeded") from None
+    left = plan.n
+    try:
+        while left:
+            try:
+                item = await asyncio.wait_for(queue.get(), tick)
+            except asyncio.TimeoutError:
+                yield None
+                continue
+            if item[1].finish is not None:
+                left -= 1
+            yield item
+    finally:
+        for c in cancels:
+            c.cancel()

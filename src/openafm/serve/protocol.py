@@ -1,0 +1,376 @@
+"""The OpenAI request bodies, read strictly: every field is checked, every unsupported one is a 400 naming it.
+
+`chat_request` and `completion_request` turn a parsed JSON body into a `Plan`: the prompt token ids, the
+per-choice sampling parameters, stop strings, the grammar each choice decodes under (a fresh one per choice:
+a grammar is stateful), log-prob counts and the stream options. Nothing is silently ignored: a parameter
+whose only accepted value is the default (`frequency_penalty: 0`, `echo: false`, `parallel_tool_calls: true`)
+is accepted at that value and a 400 otherwise.
+
+Structured outputs: `response_format` json_schema (strict or not: the grammar always enforces the whole schema)
+goes through `fm.GenerationSchema.from_json_schema` (a keyword the engine cannot enforce is a 400 naming it),
+the framework's `StructuredDecoding` remedies, and the schema is added to the last user turn as the framework's
+sessions do; json_object is any JSON object. Tools follow the framework's constrained tool calling
+(`fm.tool`): described in the system prompt, and the grammar admits only registered names with valid arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Callable
+
+from openafm.fm.errors import FoundationModelsError
+from openafm.fm.schema import GenerationSchema
+from openafm.fm.structured import StructuredDecoding, prompt_with_schema
+from openafm.fm.tool import CALL_CLOSE, CALL_OPEN, Tool, answer_grammar, tool_call_grammar, tools_prompt
+from openafm.runtime.constrained import GrammarConstraint, GrammarError, json_schema_grammar
+from openafm.runtime.sampling import SamplingParams
+
+MAX_N = 8
+MAX_STOPS = 4
+MAX_TOP_LOGPROBS = 20
+CHAT_FIELDS = {"model", "messages", "max_tokens", "max_completion_tokens", "n", "stop", "seed", "stream",
+               "stream_options", "temperature", "top_p", "logprobs", "top_logprobs", "response_format", "tools",
+               "tool_choice", "user", "openafm_profile"}
+COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "n", "stop", "seed", "stream", "stream_options", "temperature",
+                     "top_p", "logprobs", "user", "openafm_profile"}
+# Accepted only at the value that means "off" (the OpenAI default); anything else is a 400 naming the field.
+DEFAULT_ONLY = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {}, "parallel_tool_calls": True,
+                "echo": False, "best_of": 1, "store": False, "suffix": None, "service_tier": "auto"}
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+class RequestError(Exception):
+    """A request the server answers with an OpenAI error body: message, the offending `param`, status."""
+
+    def __init__(self, message: str, param: str | None = None, *, status: int = 400,
+                 kind: str = "invalid_request_error", code: str | None = None):
+        super().__init__(message)
+        self.message, self.param, self.status, self.kind, self.code = message, param, status, kind, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+class _RequestTool(Tool):
+    """An OpenAI function tool as an fm Tool: its schema and name drive the prompt and the grammar."""
+
+    def __init__(self, name: str, description: str, schema: GenerationSchema):
+        self.name, self.description, self._schema = name, description, schema
+        super().__init__()
+
+    @property
+    def arguments_schema(self) -> GenerationSchema:
+        return self._schema
+
+    async def call(self, args):                         # the client runs its tools; the server never calls them
+        raise NotImplementedError
+
+
+@dataclasses.dataclass
+class Plan:
+    kind: str                                   # "chat" or "text"
+    model: str
+    prompt: list[int]
+    prompt_text: str
+    n: int
+    max_tokens: int
+    sampling: list[SamplingParams]              # one per choice
+    stop: tuple[str, ...]
+    constraint: Callable[[], object] | None     # a fresh grammar per choice, or None
+    logprobs: int | None                        # None, or how many top log-probs (0: the chosen token's only)
+    stream: bool
+    include_usage: bool
+    profile: bool
+    tools: list[Tool] = dataclasses.field(default_factory=list)
+    structured: bool = False
+
+
+def _need(cond: bool, message: str, param: str) -> None:
+    if not cond:
+        raise RequestError(message, param)
+
+
+def _int(body: dict, name: str, lo: int, hi: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    _need(isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi),
+          f"{name}={value!r} is invalid: use an integer {f'in [{lo}, {hi}]' if hi is not None else f'>= {lo}'}",
+          name)
+    return value
+
+
+def _number(body: dict, name: str, lo: float, hi: float, *, open_low: bool = False) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value > lo if open_low else value >= lo)
+    _need(ok and value <= hi, f"{name}={value!r} is invalid: use a number in {'(' if open_low else '['}{lo}, {hi}]",
+          name)
+    return float(value)
+
+
+def _check_fields(body: Any, allowed: set[str]) -> None:
+    _need(isinstance(body, dict), "the request body must be a JSON object", None)
+    for name, value in body.items():
+        if name in allowed:
+            continue
+        if name in DEFAULT_ONLY:
+            _need(value == DEFAULT_ONLY[name] or value is None,
+                  f"{name}={value!r} is not supported by this server (only {DEFAULT_ONLY[name]!r})", name)
+            continue
+        raise RequestError(f"{name} is not supported by this server", name, code="unsupported_parameter")
+
+
+def _sampling(body: dict, n: int) -> list[SamplingParams]:
+    temperature = _number(body, "temperature", 0, 2)
+    top_p = _number(body, "top_p", 0, 1, open_low=True)
+    seed = _int(body, "seed", 0)
+    temperature = 1.0 if temperature is None else temperature      # OpenAI's default
+    if temperature == 0 or top_p == 1:
+        top_p = None            # greedy keeps the most likely token, which every nucleus holds: no effect
+    if temperature == 0:
+        return [SamplingParams()] * n
+    return [SamplingParams(temperature=temperature, top_p=top_p, seed=None if seed is None else seed + i)
+            for i in range(n)]
+
+
+def _stop(body: dict) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    stops = [stop] if isinstance(stop, str) else stop
+    _need(isinstance(stops, list) and 0 < len(stops) <= MAX_STOPS and all(isinstance(s, str) and s for s in stops),
+          f"stop={stop!r} is invalid: use a non-empty string or a list of 1 to {MAX_STOPS} of them", "stop")
+    return tuple(stops)
+
+
+def _stream_options(body: dict) -> tuple[bool, bool]:
+    stream = body.get("stream", False)
+    _need(isinstance(stream, bool) or stream is None, f"stream={stream!r} is invalid: use true or false", "stream")
+    options = body.get("stream_options")
+    if options is None:
+        return bool(stream), False
+    _need(bool(stream), "stream_options is only allowed with stream: true", "stream_options")
+    _need(isinstance(options, dict), "stream_options must be an object", "stream_options")
+    for key in options:
+        _need(key == "include_usage", f"stream_options.{key} is not supported by this server",
+              f"stream_options.{key}")
+    usage = options.get("include_usage", False)
+    _need(isinstance(usage, bool), "stream_options.include_usage must be true or false", "stream_options.include_usage")
+    return True, usage
+
+
+def _common(body: dict, model: str, context: int, prompt: list[int], max_tokens: int | None) -> tuple[int, int]:
+    name = body.get("model")
+    _need(isinstance(name, str) and bool(name), "model is required: a model name from GET /v1/models", "model")
+    n = _int(body, "n", 1, MAX_N) or 1
+    room = context - len(prompt)
+    if room < 1:
+        raise RequestError(f"the prompt is {len(prompt)} tokens; this server's context window is {context}",
+                           "messages" if "messages" in body else "prompt", code="context_length_exceeded")
+    if max_tokens is None:
+        max_tokens = min(room, 256)
+    elif len(prompt) + max_tokens > context:
+        field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        raise RequestError(f"{field}={max_tokens} with a prompt of {len(prompt)} tokens exceeds this server's "
+                           f"context window of {context} tokens (at most {room})", field,
+                           code="context_length_exceeded")
+    return n, max_tokens
+
+
+def _profile(body: dict) -> bool:
+    value = body.get("openafm_profile", False)
+    _need(isinstance(value, bool), "openafm_profile must be true or false", "openafm_profile")
+    return value
+
+
+# ---- chat ---------------------------------------------------------------------------------------------------
+
+def chat_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
+    _check_fields(body, CHAT_FIELDS)
+    messages = _messages(body.get("messages"))
+    tools = _tools(body.get("tools"))
+    choice = _tool_choice(body.get("tool_choice"), tools)
+    schema, structured = _response_format(body.get("response_format"))
+    if tools and choice != "none" and structured:
+        raise RequestError("response_format json_schema / json_object together with tools is not supported by "
+                           "this server: use one or the other", "response_format")
+    if tools:
+        system = tools_prompt(tools)
+        if messages and messages[0]["role"] == "system":
+            messages[0] = {"role": "system", "content": messages[0]["content"] + "\n\n" + system}
+        else:
+            messages.insert(0, {"role": "system", "content": system})
+    if schema is not None and body["response_format"]["type"] == "json_schema":
+        last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
+        if last_user is not None:
+            messages[last_user] = {"role": "user", "content": prompt_with_schema(messages[last_user]["content"],
+                                                                                 schema)}
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+    prompt = tokenizer.encode(text)
+    max_tokens = _int(body, "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _int(body, "max_tokens", 1)
+    n, max_tokens = _common(body, model, context, prompt, max_tokens)
+    logprobs = body.get("logprobs", False)
+    _need(isinstance(logprobs, bool) or logprobs is None, f"logprobs={logprobs!r} is invalid: use true or false",
+          "logprobs")
+    top = _int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    _need(top is None or bool(logprobs), "top_logprobs needs logprobs: true", "top_logprobs")
+    stream, usage = _stream_options(body)
+    constraint = _constraint_factory(tokenizer, schema, tools, choice, max_tokens)
+    return Plan("chat", body["model"], prompt, text, n, max_tokens, _sampling(body, n), _stop(body), constraint,
+                (top or 0) if logprobs else None, stream, usage, _profile(body), tools if choice != "none" else [],
+                structured)
+
+
+def _content(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    _need(isinstance(value, list), f"{where} must be a string or a list of content parts", where)
+    texts = []
+    for j, part in enumerate(value):
+        _need(isinstance(part, dict), f"{where}[{j}] must be an object", f"{where}[{j}]")
+        kind = part.get("type")
+        if kind in ("image_url", "input_image", "image"):
+            raise RequestError("image input is not supported by this server yet (text content parts only)",
+                               f"{where}[{j}]", code="unsupported_content")
+        _need(kind == "text" and isinstance(part.get("text"), str),
+              f"{where}[{j}] of type {kind!r} is not supported: use {{'type': 'text', 'text': ...}}", f"{where}[{j}]")
+        texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def _messages(value: Any) -> list[dict]:
+    _need(isinstance(value, list) and len(value) > 0, "messages must be a non-empty list", "messages")
+    out = []
+    for i, m in enumerate(value):
+        where = f"messages[{i}]"
+        _need(isinstance(m, dict), f"{where} must be an object", where)
+        role = m.get("role")
+        _need(role in ROLES, f"{where}.role={role!r} is not one of {sorted(ROLES)}", f"{where}.role")
+        for key in m:
+            _need(key in ("role", "content", "name", "tool_calls", "tool_call_id", "refusal"),
+                  f"{where}.{key} is not supported by this server", f"{where}.{key}")
+        content = _content(m.get("content"), f"{where}.content")
+        if role == "assistant" and m.get("tool_calls"):
+            calls = []
+            for j, call in enumerate(m["tool_calls"]):
+                fn = call.get("function", {}) if isinstance(call, dict) else {}
+                try:
+                    calls.append({"name": fn["name"], "arguments": json.loads(fn.get("arguments") or "{}")})
+                except (KeyError, TypeError, json.JSONDecodeError):
+                    raise RequestError(f"{where}.tool_calls[{j}] must have function.name and JSON "
+                                       f"function.arguments", f"{where}.tool_calls[{j}]") from None
+            content = CALL_OPEN + json.dumps(calls, separators=(", ", ": ")) + CALL_CLOSE
+        elif role != "assistant":
+            _need(isinstance(m.get("content"), (str, list)), f"{where}.content is required", f"{where}.content")
+        out.append({"role": "system" if role == "developer" else role, "content": content})
+    return out
+
+
+def _tools(value: Any) -> list[Tool]:
+    if value is None:
+        return []
+    _need(isinstance(value, list) and len(value) > 0, "tools must be a non-empty list", "tools")
+    tools, names = [], set()
+    for i, t in enumerate(value):
+        where = f"tools[{i}]"
+        _need(isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict),
+              f"{where} must be {{'type': 'function', 'function': {{...}}}}", where)
+        fn = t["function"]
+        name = fn.get("name")
+        _need(isinstance(name, str) and bool(name) and name not in names,
+              f"{where}.function.name={name!r} must be a unique non-empty string", f"{where}.function.name")
+        names.add(name)
+        params = fn.get("parameters", {"type": "object", "properties": {}})
+        try:
+            schema = GenerationSchema.from_json_schema(params)
+        except (FoundationModelsError, ValueError, TypeError) as e:
+            raise RequestError(f"{where}.function.parameters: {e}", f"{where}.function.parameters") from None
+        tools.append(_RequestTool(name, fn.get("description") or name, schema))
+    return tools
+
+
+def _tool_choice(value: Any, tools: list[Tool]) -> str:
+    if value is None:
+        return "auto" if tools else "none"
+    _need(bool(tools), "tool_choice needs tools", "tool_choice")
+    if value in ("auto", "none", "required"):
+        return value
+    name = value.get("function", {}).get("name") if isinstance(value, dict) else None
+    _need(isinstance(value, dict) and value.get("type") == "function" and name in {t.name for t in tools},
+          f"tool_choice={value!r} must be 'auto', 'none', 'required' or {{'type': 'function', 'function': "
+          f"{{'name': <one of the tools>}}}}", "tool_choice")
+    return "function:" + name
+
+
+def _response_format(value: Any) -> tuple[dict | None, bool]:
+    if value is None:
+        return None, False
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None, False
+    if kind == "json_object":
+        return {"type": "object"}, True
+    _need(kind == "json_schema", f"response_format.type={kind!r} must be 'text', 'json_object' or 'json_schema'",
+          "response_format.type")
+    spec = value.get("json_schema")
+    _need(isinstance(spec, dict) and isinstance(spec.get("schema"), dict),
+          "response_format.json_schema.schema must be a JSON Schema object", "response_format.json_schema.schema")
+    strict = spec.get("strict")
+    _need(strict is None or isinstance(strict, bool), "response_format.json_schema.strict must be true or false",
+          "response_format.json_schema.strict")
+    try:
+        schema = GenerationSchema.from_json_schema(spec["schema"]).to_json_schema()
+    except (FoundationModelsError, ValueError, TypeError) as e:
+        raise RequestError(f"response_format.json_schema.schema: {e}", "response_format.json_schema.schema") from None
+    schema.pop("$schema", None)
+    return schema, True
+
+
+def _constraint_factory(tokenizer, schema: dict | None, tools: list[Tool], choice: str, budget: int):
+    """A function making one choice's grammar (compiled once here, so a bad grammar is a 400 up front)."""
+    if tools and choice != "none":
+        chosen = [t for t in tools if choice == "function:" + t.name] or tools
+        grammar = tool_call_grammar(chosen, None, required=choice != "auto")
+        where = "tools"
+        make = lambda: GrammarConstraint.from_lark(grammar, tokenizer)                       # noqa: E731
+    elif tools:
+        grammar = answer_grammar()
+        where = "tool_choice"
+        make = lambda: GrammarConstraint.from_lark(grammar, tokenizer)                       # noqa: E731
+    elif schema is not None:
+        structured = StructuredDecoding()
+        bounded = structured.bounded_schema(schema)
+        where = "response_format"
+        grammar = json_schema_grammar(bounded)
+        make = lambda: structured.steer(GrammarConstraint(grammar, tokenizer, description="JSON schema"),  # noqa: E731
+                                        budget=budget)
+    else:
+        return None
+    try:
+        make()
+    except GrammarError as e:
+        raise RequestError(f"{where}: {e}", where) from None
+    return make
+
+
+# ---- completions ---------------------------------------------------------------------------------------------
+
+def completion_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
+    _check_fields(body, COMPLETION_FIELDS)
+    prompt = body.get("prompt")
+    _need(isinstance(prompt, str) and bool(prompt),
+          "prompt must be a non-empty string (lists of prompts and token ids are not supported by this server)",
+          "prompt")
+    ids = tokenizer.encode(prompt)
+    n, max_tokens = _common(body, model, context, ids, _int(body, "max_tokens", 1))
+    logprobs = _int(body, "logprobs", 0, 5)
+    stream, usage = _stream_options(body)
+    return Plan("text", body["model"], ids, prompt, n, min(16, max_tokens) if body.get("max_tokens") is None else max_tokens,
+                _sampling(body, n), _stop(body), None, logprobs, stream, usage, _profile(body))
