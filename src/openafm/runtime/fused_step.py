@@ -148,9 +148,7 @@ class FusedDecoder:
         """ids [B, 1], positions [B, 1] -> logits [B, V] (float32); writes the step into `cache`."""
         x = self.model.embed(ids)[:, 0].float()                              # [B, D]
         with self._lock:
-            if self._bound is None or self._bound() is not cache:
-                self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
-                self._bound = weakref.ref(cache)
+            self._bind(cache)
             step = cache.steps
             cache.begin(positions)
             try:
@@ -158,6 +156,12 @@ class FusedDecoder:
             finally:
                 cache.end(positions)
         return logits
+
+    def _bind(self, cache: KVCache) -> None:
+        """Point the native step at `cache`'s storage (once per cache; call with the lock held)."""
+        if self._bound is None or self._bound() is not cache:
+            self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
+            self._bound = weakref.ref(cache)
 
     def can_verify(self, cache: KVCache, n: int) -> bool:
         """Whether `verify` can score n tokens on this cache: one row, and no ring wraps within the pass."""
@@ -171,9 +175,7 @@ class FusedDecoder:
                              f"{cache.batch_size} rows at step {cache.steps} + {ids.shape[1]}")
         x = self.model.embed(ids)[0].float()                                  # [T, D]
         with self._lock:
-            if self._bound is None or self._bound() is not cache:
-                self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
-                self._bound = weakref.ref(cache)
+            self._bind(cache)
             step = cache.steps
             cache.begin(positions)
             try:

@@ -50,14 +50,7 @@ class Sampler:
         p = self.params
         if p.greedy:
             return logits.argmax(dim=-1)
-        logits = logits.float() / p.temperature
-        if p.top_k is not None and p.top_k < logits.shape[-1]:
-            kth = logits.topk(p.top_k, dim=-1).values[:, -1:]                      # [B, 1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        if p.top_p is not None and p.top_p < 1:
-            logits = _nucleus(logits, p.top_p)
-        probs = logits.softmax(dim=-1)
-        return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+        return self.draw(self.probs(logits))
 
     def probs(self, logits: torch.Tensor) -> torch.Tensor:
         """logits [B, V] -> the distribution __call__ samples from [B, V] (float32; greedy: one-hot at the
