@@ -108,9 +108,8 @@ def test_rollback_equals_never_seeing_the_rejected_tokens(name, storage):
         torch.testing.assert_close(model(nxt, cache=seen), model(nxt, cache=fresh), rtol=0, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_fused_scoring_pass_equals_one_token_steps_bitwise(name):
-    model = target_model(name)
+def assert_scoring_pass_equals_one_token_steps(model) -> None:
+    """After the same 5-token prefill, verify() over 6 tokens gives the logits of 6 one-token fused steps, bit for bit."""
     ids = torch.arange(1, 12)[None]
     a, b = (KVCache(model.config, batch_size=1, capacity=32) for _ in range(2))
     step = fused_decoder(model)
@@ -120,6 +119,12 @@ def test_fused_scoring_pass_equals_one_token_steps_bitwise(name):
         one = torch.stack([step(ids[:, i:i + 1], a, torch.tensor([[i]]))[0] for i in range(5, 11)])
         many = step.verify(ids[:, 5:11], b, torch.arange(5, 11)[None])[0]
     assert torch.equal(one, many)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_fused_scoring_pass_equals_one_token_steps_bitwise(name):
+    model = target_model(name)
+    assert_scoring_pass_equals_one_token_steps(model)
 
 
 @pytest.mark.parametrize("bits", [2, 8])
@@ -134,15 +139,7 @@ def test_fused_scoring_pass_on_packed_weights_with_lora(bits):
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.05)
-    ids = torch.arange(1, 12)[None]
-    a, b = (KVCache(model.config, batch_size=1, capacity=32) for _ in range(2))
-    step = fused_decoder(model)
-    with torch.inference_mode():
-        model(ids[:, :5], cache=a)
-        model(ids[:, :5], cache=b)
-        one = torch.stack([step(ids[:, i:i + 1], a, torch.tensor([[i]]))[0] for i in range(5, 11)])
-        many = step.verify(ids[:, 5:11], b, torch.arange(5, 11)[None])[0]
-    assert torch.equal(one, many)
+    assert_scoring_pass_equals_one_token_steps(model)
     plain = generate_tokens(model, PROMPT, max_new_tokens=40)[0].token_ids
     assert generate_speculative(model, DraftModel(noisy(target_model("smollm2-tiny"), 0.3)), PROMPT,
                                 max_new_tokens=40, gamma=4)[0].token_ids == plain
