@@ -1,4 +1,4 @@
-"""A Llama GGUF as a model whose matrices stay in the file's block formats (weights="native").
+"""A GGUF model whose matrices stay in the file's block formats (weights="native"), any supported family.
 
 Q8_0, Q4_0 and Q4_1 matrices become nn.block_linear layers holding the file's bytes (the fused q/k/v and
 gate/up rows are the parts' rows, concatenated); norms, and matrices of any other type, are float32 (the
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 
-from openafm.checkpoint.gguf import GGMLType, load_llama_gguf_blocks
-from openafm.checkpoint.llama import config_from_hf, state_dict_from_hf
+from openafm.checkpoint.families import config_from_hf
+from openafm.checkpoint.family_weights import Provenance, state_dict_from_hf
+from openafm.checkpoint.gguf import GGMLType, load_gguf_hf
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model
 from openafm.models.decoder import CausalLM
@@ -26,18 +27,16 @@ from openafm.nn.packed_kernel import Activations, WeightFormat, check_cpu
 from openafm.nn.packed_model import module_path, set_module
 
 NATIVE_TYPES = {GGMLType.Q8_0: WeightFormat.Q8_0, GGMLType.Q4_0: WeightFormat.Q4_0, GGMLType.Q4_1: WeightFormat.Q4_1}
-FUSED_PARTS = {"attn.qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-               "ffn.gate_up": ("mlp.gate_proj", "mlp.up_proj")}
 
 
 def load_block_model(path: Path, activations: Activations = Activations.FLOAT32) -> tuple[CausalLM, str]:
     """-> (the model, a summary of its weight types such as "Q4_1 x 210, Q8_0 x 1, F32 x 61")."""
     check_cpu("weights='native'", "weights='float32' (dequantized at load)")
-    hf_sd, hf_config, kept = load_llama_gguf_blocks(path, frozenset(NATIVE_TYPES))
+    hf_sd, hf_config, kept = load_gguf_hf(path, keep=frozenset(NATIVE_TYPES))
     config = config_from_hf(hf_config, str(path))
-    formats = _openafm_formats(kept, config.n_layers, str(path))
-    state = state_dict_from_hf(hf_sd, config, str(path))
-    fused = {name for name in formats if name.endswith(("attn.qkv.weight", "ffn.gate_up.weight"))}
+    state, provenance = state_dict_from_hf(hf_sd, config, str(path))
+    formats = _openafm_formats(kept, provenance, str(path))
+    fused = {name for name in formats if len(provenance[name]) > 1}
     model = build_model(config, device="meta")
     for name, fmt in formats.items():
         # A copy, unless fusing q/k/v or gate/up already made one: the model owns its bytes, not the mapping.
@@ -71,24 +70,15 @@ def release_free_memory() -> None:
         pass
 
 
-def _openafm_formats(kept: dict[str, GGMLType], n_layers: int, source: str) -> dict[str, WeightFormat]:
+def _openafm_formats(kept: dict[str, GGMLType], provenance: Provenance, source: str) -> dict[str, WeightFormat]:
     """openafm weight name -> block format, for the matrices kept as blocks (fused parts must agree)."""
     out = {}
-    if "model.embed_tokens.weight" in kept:
-        out["embed.weight"] = NATIVE_TYPES[kept["model.embed_tokens.weight"]]
-    if "lm_head.weight" in kept:
-        out["lm_head.weight"] = NATIVE_TYPES[kept["lm_head.weight"]]
-    for i in range(n_layers):
-        p = f"model.layers.{i}."
-        for ours, hf in (("attn.out", "self_attn.o_proj"), ("ffn.down", "mlp.down_proj")):
-            if p + hf + ".weight" in kept:
-                out[f"layers.{i}.{ours}.weight"] = NATIVE_TYPES[kept[p + hf + ".weight"]]
-        for ours, parts in FUSED_PARTS.items():
-            types = {part: kept.get(p + part + ".weight") for part in parts}
-            if len(set(types.values())) > 1:
-                stored = ", ".join(f"{k}: {v.name if v else 'float'}" for k, v in types.items())
-                raise CheckpointError(f"{source}: layer {i} stores {ours}'s parts in different types ({stored}); "
-                                      f"load it with weights='float32'")
-            if types[parts[0]] is not None:
-                out[f"layers.{i}.{ours}.weight"] = NATIVE_TYPES[types[parts[0]]]
+    for ours, parts in provenance.items():
+        types = {part: kept.get(part) for part in parts}
+        if len(set(types.values())) > 1:
+            stored = ", ".join(f"{k}: {v.name if v else 'float'}" for k, v in types.items())
+            raise CheckpointError(f"{source}: {ours} is fused from parts stored in different types ({stored}); "
+                                  f"load it with weights='float32'")
+        if types[parts[0]] is not None:
+            out[ours] = NATIVE_TYPES[types[parts[0]]]
     return out

@@ -1,4 +1,4 @@
-"""Hugging Face Llama-family checkpoints: a directory with config.json and (sharded) safetensors."""
+"""Hugging Face checkpoints of the supported families: a directory with config.json and (sharded) safetensors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from openafm.checkpoint.llama import config_from_hf, state_dict_from_hf
+from openafm.checkpoint.families import GEMMA, config_from_hf
+from openafm.checkpoint.family_weights import NormWeights, state_dict_from_hf
 from openafm.errors import CheckpointError
 from openafm.models.plan import DecoderConfig
 
@@ -19,7 +20,8 @@ def is_hf_checkpoint(directory: Path) -> bool:
         (directory / "model.safetensors").is_file() or (directory / "model.safetensors.index.json").is_file())
 
 
-def load_hf_llama(directory: str | Path) -> tuple[DecoderConfig, dict[str, torch.Tensor]]:
+def load_hf(directory: str | Path) -> tuple[DecoderConfig, dict[str, torch.Tensor]]:
+    """-> (the decoder plan, openafm state dict) of a Hugging Face checkpoint directory."""
     directory = Path(directory)
     config_path = directory / "config.json"
     try:
@@ -38,4 +40,6 @@ def load_hf_llama(directory: str | Path) -> tuple[DecoderConfig, dict[str, torch
             hf_sd.update(load_file(str(path)))
         except (SafetensorError, OSError) as e:
             raise CheckpointError(f"{path}: cannot be read as safetensors ({e})") from None
-    return config, state_dict_from_hf(hf_sd, config, str(directory))
+    norms = NormWeights.OFFSET_FROM_ONE if hf_config["model_type"] in GEMMA else NormWeights.AS_USED
+    state, _ = state_dict_from_hf(hf_sd, config, str(directory), norms)
+    return config, {k: v.float() if v.is_floating_point() else v for k, v in state.items()}

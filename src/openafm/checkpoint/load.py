@@ -21,9 +21,10 @@ import torch
 
 from openafm.checkpoint.block_model import load_block_model
 from openafm.checkpoint.compressed import COMPRESSED_FILE, is_compressed_checkpoint, load_compressed
-from openafm.checkpoint.gguf import load_llama_gguf
-from openafm.checkpoint.hf import is_hf_checkpoint, load_hf_llama
-from openafm.checkpoint.llama import config_from_hf, state_dict_from_hf
+from openafm.checkpoint.families import config_from_hf
+from openafm.checkpoint.family_weights import state_dict_from_hf
+from openafm.checkpoint.gguf import load_gguf_hf
+from openafm.checkpoint.hf import is_hf_checkpoint, load_hf
 from openafm.checkpoint.native import is_native_checkpoint, load_checkpoint
 from openafm.checkpoint.packaged import DEFAULT_MODEL, PACKAGED, default_gguf_path, gguf_tokenizer, packaged_tokenizer
 from openafm.errors import CheckpointError, UnknownModelError
@@ -73,9 +74,9 @@ class SourceKind(enum.Enum):
     PACKAGED = "packaged"         # a model shipped inside an installed package (the default model)
     PRESET = "preset"             # a named config, randomly initialised from the seed
     COMPRESSED = "compressed"     # a compressed checkpoint directory (packed low-bit weights + tokenizer)
-    GGUF = "gguf"                 # a Llama-family .gguf file (dequantized)
+    GGUF = "gguf"                 # a .gguf file of a supported family (checkpoint/families.py)
     NATIVE = "native"             # an openafm checkpoint directory
-    HF = "hf"                     # a Hugging Face Llama directory (config.json + safetensors)
+    HF = "hf"                     # a Hugging Face directory (config.json + safetensors) of a supported family
 
 
 class Placement(enum.Enum):
@@ -186,9 +187,9 @@ def _build_gguf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
         model, types = load_block_model(path, activations)
         return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
                            source=f"GGUF {path} (native weights: {types}; {activations.value} activations)")
-    hf_sd, hf_config = load_llama_gguf(path)
+    hf_sd, hf_config, _ = load_gguf_hf(path)
     config = config_from_hf(hf_config, str(path))
-    model = build_with_weights(config, state_dict_from_hf(hf_sd, config, str(path)), str(path))
+    model = build_with_weights(config, state_dict_from_hf(hf_sd, config, str(path))[0], str(path))
     return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
                        source=f"GGUF {path}")
 
@@ -200,7 +201,7 @@ def _build_native(name: str, path: Path, options: LoadOptions) -> LoadedModel:
 
 
 def _build_hf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
-    config, state = load_hf_llama(path)
+    config, state = load_hf(path)
     return LoadedModel(build_with_weights(config, state, str(path)), _directory_tokenizer(path), name=path.name,
                        source=f"Hugging Face checkpoint {path}")
 

@@ -12,7 +12,7 @@ import enum
 import torch
 from torch import nn
 
-from openafm.models.plan import DecoderConfig, FFNKind, LayerSpec
+from openafm.models.plan import DecoderConfig, FFNKind, LayerSpec, NormPlacement
 from openafm.nn.attention import Attention, ForwardContext
 from openafm.nn.kv import FreshKV
 from openafm.nn.linear import Linear, linear
@@ -32,16 +32,27 @@ class Block(nn.Module):
 
     def __init__(self, config: DecoderConfig, spec: LayerSpec, index: int, device=None):
         super().__init__()
+        f = config.features
         self.attn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
         self.attn = Attention(dim=config.dim, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
-                              head_dim=config.attn_head_dim, spec=spec, index=index, device=device)
+                              head_dim=config.attn_head_dim, spec=spec, index=index, device=device,
+                              math=f.attention_math(config.norm_eps))
         self.ffn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
         if spec.ffn is FFNKind.MOE:
-            self.ffn = MoE(config.dim, config.moe.hidden, config.moe.n_experts, config.moe.top_k, device=device)
+            m = config.moe
+            self.ffn = MoE(config.dim, m.hidden, m.n_experts, m.top_k, device=device, routing=m.routing,
+                           shared_hidden=m.shared_hidden)
         else:
-            self.ffn = SwiGLU(config.dim, config.ffn_hidden, device=device)
+            self.ffn = SwiGLU(config.dim, config.ffn_hidden, device=device, activation=f.activation)
+        self.sandwich = f.norms is NormPlacement.SANDWICH
+        if self.sandwich:   # Gemma 2/3: each sublayer's output is normalised before it joins the residual
+            self.post_attn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
+            self.post_ffn_norm = RMSNorm(config.dim, config.norm_eps, device=device)
 
     def forward(self, x: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+        if self.sandwich:
+            x = x + self.post_attn_norm(self.attn(self.attn_norm(x), ctx))
+            return x + self.post_ffn_norm(self.ffn(self.ffn_norm(x)))
         x = x + self.attn(self.attn_norm(x), ctx)
         return x + self.ffn(self.ffn_norm(x))
 
@@ -55,7 +66,12 @@ class CausalLM(nn.Module):
         self.norm = RMSNorm(config.dim, config.norm_eps, device=device)
         self.lm_head = (None if config.tie_embeddings
                         else Linear(config.dim, config.vocab_size, bias=False, device=device))
-        self.rope = RotaryTable(config.attn_head_dim, config.rope_theta, config.max_seq_len)
+        self.rope = RotaryTable(config.attn_head_dim, config.rope_theta, config.max_seq_len, config.rope_scaling)
+        local = config.features.local_rope_theta      # Gemma 3: sliding layers keep their own (unscaled) base
+        self.local_rope = (None if local is None
+                           else RotaryTable(config.attn_head_dim, local, config.max_seq_len))
+        self.embed_scale = config.features.embed_scale
+        self.logit_softcap = config.features.logit_softcap
 
     @property
     def kv_plan(self) -> DecoderConfig:
@@ -77,27 +93,40 @@ class CausalLM(nn.Module):
             positions = torch.arange(start, start + t, device=input_ids.device).expand(b, t)
         if embeds is not None and embeds.shape[:2] != input_ids.shape:
             raise ValueError(f"embeds shape {tuple(embeds.shape)} must be input_ids shape {tuple(input_ids.shape)} + [D]")
-        x = self.embed(input_ids) if embeds is None else embeds                # [B, T, D]
+        x = self.embed_tokens(input_ids) if embeds is None else embeds         # [B, T, D]
         store = cache if cache is not None else FreshKV()
         ctx = ForwardContext(store=store, positions=positions, padded=store.padded or bool((positions < 0).any()),
                              segment_ids=segment_ids)
         if any(s.attention.uses_rope for s in self.kv_plan.layers):
             ctx.cos, ctx.sin = self.rope.lookup(positions, x.dtype)
+            if self.local_rope is not None:
+                ctx.local = self.local_rope.lookup(positions, x.dtype)
         store.begin(positions)
         return x, ctx
+
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [...] -> the decoder's input vectors [..., D]: the embedding rows (times Gemma's sqrt(dim))."""
+        x = self.embed(ids)
+        return x if self.embed_scale == 1.0 else x * torch.tensor(self.embed_scale, dtype=x.dtype)
 
     def finish(self, x: torch.Tensor, ctx: ForwardContext, logits: "Logits") -> torch.Tensor:
         """Close the K/V store; final norm and output head -> logits [B, T or 1, V]."""
         ctx.store.end(ctx.positions)
         if logits is Logits.LAST:
             x = x[:, -1:]
-        x = self.norm(x)
+        return self.head(self.norm(x))
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalised hidden states [..., D] -> logits [..., V] (soft-capped where the model says so)."""
         if self.lm_head is not None:
-            return self.lm_head(x)
-        attend = getattr(self.embed, "attend", None)      # a packed embedding computes x E^T from its codes
-        if attend is not None:
-            return attend(x)
-        return linear(x, self.embed.weight)                                   # tied embeddings
+            out = self.lm_head(x)
+        elif (attend := getattr(self.embed, "attend", None)) is not None:
+            out = attend(x)                               # a packed embedding computes x E^T from its codes
+        else:
+            out = linear(x, self.embed.weight)                                # tied embeddings
+        if self.logit_softcap is not None:
+            out = torch.tanh(out / self.logit_softcap) * self.logit_softcap
+        return out
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

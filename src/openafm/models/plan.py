@@ -8,10 +8,50 @@ it has. The on-device model, the server model and an imported Llama-family model
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from openafm import config as cfg
 from openafm.errors import ConfigError
+from openafm.nn.attention import AttentionMath
 from openafm.nn.layer_spec import AttentionKind, FFNKind, LayerSpec
+from openafm.nn.mlp import Activation
+from openafm.nn.moe import Routing
+from openafm.nn.rope import RopeScaling
+
+
+class NormPlacement(str, enum.Enum):
+    PRE = "pre"                # x + f(norm(x)): Llama, Qwen, Mistral, Phi-3, AFM
+    SANDWICH = "sandwich"      # x + norm'(f(norm(x))): Gemma 2/3 also normalise each sublayer's output
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Features:
+    """What an imported architecture's math adds to the AFM/Llama block; the defaults are that block.
+
+    Each is data the layers read (nn/): no subclass per family. checkpoint/families.py says which families
+    use which, from a Hugging Face or GGUF config."""
+
+    qkv_bias: bool = False                  # Qwen2: q, k, v projections have a bias
+    qk_norm: bool = False                   # Qwen3, Gemma 3: RMSNorm over each head's q and k before RoPE
+    norms: NormPlacement = NormPlacement.PRE
+    activation: Activation = Activation.SILU   # the gated FFN's activation (Gemma: GELU, tanh approximation)
+    embed_scale: float = 1.0                # Gemma: token embeddings times sqrt(dim)
+    attn_scale: float | None = None         # softmax scale (None: 1 / sqrt(head_dim); Gemma: query_pre_attn_scalar)
+    attn_softcap: float | None = None       # Gemma 2: scores -> c * tanh(scores / c)
+    logit_softcap: float | None = None      # Gemma 2: logits -> c * tanh(logits / c)
+    local_rope_theta: float | None = None   # Gemma 3: sliding layers rotate with this base (no scaling)
+
+    def __post_init__(self) -> None:
+        for name in ("attn_scale", "attn_softcap", "logit_softcap", "local_rope_theta"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"features.{name}={value} must be positive (or null)")
+        if not self.embed_scale > 0:
+            raise ConfigError(f"features.embed_scale={self.embed_scale} must be positive")
+
+    def attention_math(self, norm_eps: float) -> AttentionMath:
+        return AttentionMath(bias=self.qkv_bias, qk_norm_eps=norm_eps if self.qk_norm else None,
+                             scale=self.attn_scale, softcap=self.attn_softcap)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -19,8 +59,12 @@ class MoESpec:
     n_experts: int
     top_k: int
     hidden: int                     # each expert's SwiGLU hidden size
+    routing: Routing = Routing.RENORMALIZED
+    shared_hidden: int | None = None    # Qwen2-MoE: one always-on SwiGLU expert of this width, sigmoid-gated
 
     def __post_init__(self) -> None:
+        if self.shared_hidden is not None and self.shared_hidden < 1:
+            raise ConfigError(f"moe: shared_hidden={self.shared_hidden} must be positive (or null)")
         if self.n_experts < 1 or self.hidden < 1:
             raise ConfigError(f"moe: n_experts={self.n_experts} and hidden={self.hidden} must be positive")
         if not 1 <= self.top_k <= self.n_experts:
@@ -41,11 +85,17 @@ class DecoderConfig:
     tie_embeddings: bool = True
     layers: list[LayerSpec]
     moe: MoESpec | None = None             # required when any layer has ffn=moe
+    rope_scaling: RopeScaling | None = None   # Llama 3, LongRoPE, YaRN, linear: per-frequency factors
+    features: Features = dataclasses.field(default_factory=Features)
 
     def __post_init__(self) -> None:
         self.layers = [cfg.from_dict(LayerSpec, l) if isinstance(l, dict) else l for l in self.layers]
         if isinstance(self.moe, dict):
             self.moe = cfg.from_dict(MoESpec, self.moe, "moe")
+        if isinstance(self.rope_scaling, dict):
+            self.rope_scaling = cfg.from_dict(RopeScaling, self.rope_scaling, "rope_scaling")
+        if isinstance(self.features, dict):
+            self.features = cfg.from_dict(Features, self.features, "features")
         self.validate()
 
     @property
@@ -66,6 +116,9 @@ class DecoderConfig:
             raise ConfigError(f"dim={self.dim} is not divisible by n_heads={self.n_heads}; set head_dim")
         if self.attn_head_dim % 2:
             raise ConfigError(f"head_dim={self.attn_head_dim} must be even for rotary embeddings")
+        if self.rope_scaling is not None and len(self.rope_scaling.freq_factors) != self.attn_head_dim // 2:
+            raise ConfigError(f"rope_scaling has {len(self.rope_scaling.freq_factors)} frequency factors; head_dim "
+                              f"{self.attn_head_dim} rotates {self.attn_head_dim // 2} frequencies")
         if not self.layers:
             raise ConfigError("a decoder needs at least one layer; layers=[]")
         moe_layers = [i for i, l in enumerate(self.layers) if l.ffn is FFNKind.MOE]
@@ -107,16 +160,22 @@ class DecoderConfig:
         return total + sum(self.layer_param_count(layer, active=active) for layer in self.layers)
 
     def layer_param_count(self, layer: LayerSpec, *, active: bool = False) -> int:
-        d, hd = self.dim, self.attn_head_dim
+        d, hd, f = self.dim, self.attn_head_dim, self.features
         q, kv = self.n_heads * hd, self.n_kv_heads * hd
-        total = 2 * d                                        # two RMSNorm weights
+        total = 2 * d * (2 if f.norms is NormPlacement.SANDWICH else 1)   # RMSNorm weights
         total += d * q + q * d                               # wq, wo
         total += 2 * d * kv if layer.owns_kv else 0          # wk, wv
+        if f.qkv_bias:
+            total += q + (2 * kv if layer.owns_kv else 0)
+        if f.qk_norm:
+            total += hd * (2 if layer.owns_kv else 1)
         if layer.ffn is FFNKind.DENSE:
-            total += 3 * d * self.ffn_hidden                 # SwiGLU gate, up, down
+            total += 3 * d * self.ffn_hidden                 # gated FFN: gate, up, down
         else:
             experts = self.moe.top_k if active else self.moe.n_experts
             total += d * self.moe.n_experts + experts * 3 * d * self.moe.hidden   # router + experts
+            if self.moe.shared_hidden is not None:
+                total += 3 * d * self.moe.shared_hidden + d  # the shared expert and its gate
         return total
 
 

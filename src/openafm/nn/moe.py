@@ -23,6 +23,14 @@ from torch.nn import functional as F
 
 from openafm.errors import ConfigError
 from openafm.nn.linear import Linear
+from openafm.nn.mlp import SwiGLU
+
+
+class Routing(str, enum.Enum):
+    """How the router's softmax over all experts becomes the weights of the top k."""
+
+    RENORMALIZED = "renormalized"   # the k probabilities rescaled to sum to 1 (AFM, Mixtral, Qwen3-MoE)
+    RAW = "raw"                     # the k probabilities as they are (Qwen1.5/Qwen2-MoE: norm_topk_prob false)
 
 
 class MoEKernel(enum.StrEnum):
@@ -99,7 +107,8 @@ class MoE(nn.Module):
     """
 
     def __init__(self, dim: int, hidden: int, n_experts: int, top_k: int, *, device=None,
-                 kernel: MoEKernel | str | None = None):
+                 kernel: MoEKernel | str | None = None, routing: Routing = Routing.RENORMALIZED,
+                 shared_hidden: int | None = None):
         super().__init__()
         if dim <= 0 or hidden <= 0:
             raise ConfigError(f"MoE needs dim > 0 and hidden > 0, got dim={dim} hidden={hidden}")
@@ -108,7 +117,11 @@ class MoE(nn.Module):
         if not 1 <= top_k <= n_experts:
             raise ConfigError(f"MoE needs 1 <= top_k <= n_experts, got top_k={top_k} n_experts={n_experts}")
         self.dim, self.hidden, self.n_experts, self.top_k = dim, hidden, n_experts, top_k
+        self.routing = Routing(routing)
         self.router = Linear(dim, n_experts, bias=False, device=device)
+        # Qwen2-MoE's shared expert: every token also goes through one SwiGLU, weighted by sigmoid(gate(x)).
+        self.shared = None if shared_hidden is None else SwiGLU(dim, shared_hidden, device=device)
+        self.shared_gate = None if shared_hidden is None else Linear(dim, 1, bias=False, device=device)
         self.gate_up = nn.Parameter(torch.empty(n_experts, 2 * hidden, dim, device=device))  # [E, 2H, D]
         self.down = nn.Parameter(torch.empty(n_experts, dim, hidden, device=device))  # [E, D, H]
         self.reset_parameters()
@@ -165,7 +178,10 @@ class MoE(nn.Module):
         logits = self.router(x).float()  # [N, E]
         probs = logits.softmax(dim=-1)  # [N, E]
         top_p, top_e = probs.topk(k, dim=-1)  # [N, k], [N, k]
-        weights = top_p / top_p.sum(dim=-1, keepdim=True)  # [N, k], rows sum to 1
+        if self.routing is Routing.RENORMALIZED:
+            weights = top_p / top_p.sum(dim=-1, keepdim=True)  # [N, k], rows sum to 1
+        else:
+            weights = top_p
 
         flat_expert = top_e.reshape(-1)  # [N*k], assignment a = token * k + slot
         order = flat_expert.argsort(stable=True)  # [N*k] assignments grouped by expert
@@ -179,6 +195,8 @@ class MoE(nn.Module):
             ys = self._experts_segment_loop(xs, counts)  # [N*k, D]
         ys = ys * weights.reshape(-1)[order].unsqueeze(-1).to(ys.dtype)  # [N*k, D]
         out = x.new_zeros(n_tokens, self.dim).index_add(0, token_of, ys)  # [N, D]
+        if self.shared is not None:
+            out = out + torch.sigmoid(self.shared_gate(x)) * self.shared(x)
 
         self.last_stats = self._stats(logits, probs, counts, n_tokens)
         return out.view(shape)
@@ -216,4 +234,4 @@ class MoE(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"dim={self.dim}, hidden={self.hidden}, n_experts={self.n_experts}, top_k={self.top_k}, "
-                f"kernel={self.kernel.value}")
+                f"routing={self.routing.value}, kernel={self.kernel.value}")

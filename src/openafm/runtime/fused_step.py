@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from openafm.models.decoder import Decoder
-from openafm.models.plan import AttentionKind, FFNKind
+from openafm.models.plan import AttentionKind, Features, FFNKind
 from openafm.nn.block_linear import BlockEmbedding, BlockLinear
 from openafm.nn.lora import LoRALinear
 from openafm.nn.packed_kernel import KernelUnavailableError, WeightFormat, check_cpu, load_kernel, weight_spec
@@ -60,6 +60,8 @@ def _plan_reason(model: nn.Module, cache: KVCache | None) -> str | None:
         return f"{type(model).__name__} runs eagerly (the fused step covers dense Decoder plans)"
     if any(s.ffn is FFNKind.MOE for s in model.config.layers):
         return "MoE layers run eagerly"
+    if (extras := _eager_features(model.config)):
+        return f"{', '.join(extras)} run eagerly (the fused step covers the Llama block)"
     try:
         check_cpu("the fused decode step", "step=StepKind.EAGER")
     except KernelUnavailableError as e:
@@ -70,6 +72,16 @@ def _plan_reason(model: nn.Module, cache: KVCache | None) -> str | None:
     if cache is not None and cache.dtype != torch.float32:
         return f"the fused step reads a float32 KV cache; this one is {cache.dtype}"
     return None
+
+
+def _eager_features(config) -> list[str]:
+    """The architecture features of `config` (models.plan.Features) that the C++ step does not compute."""
+    f, plain = config.features, Features()
+    names = {"qkv_bias": "q/k/v biases", "qk_norm": "q/k norms", "norms": "sandwich norms",
+             "activation": f"{f.activation.value} FFNs", "embed_scale": "scaled embeddings",
+             "attn_scale": "a custom attention scale", "attn_softcap": "soft-capped attention",
+             "logit_softcap": "soft-capped logits", "local_rope_theta": "per-layer rotary bases"}
+    return [words for name, words in names.items() if getattr(f, name) != getattr(plain, name)]
 
 
 def linear_spec(module: nn.Module, where: str) -> tuple:
@@ -146,7 +158,7 @@ class FusedDecoder:
 
     def __call__(self, ids: torch.Tensor, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
         """ids [B, 1], positions [B, 1] -> logits [B, V] (float32); writes the step into `cache`."""
-        x = self.model.embed(ids)[:, 0].float()                              # [B, D]
+        x = self.model.embed_tokens(ids)[:, 0].float()                              # [B, D]
         with self._lock:
             self._bind(cache)
             step = cache.steps
@@ -173,7 +185,7 @@ class FusedDecoder:
         if not self.can_verify(cache, ids.shape[1]):
             raise ValueError(f"the fused scoring pass takes one row whose rings do not wrap within it; got "
                              f"{cache.batch_size} rows at step {cache.steps} + {ids.shape[1]}")
-        x = self.model.embed(ids)[0].float()                                  # [T, D]
+        x = self.model.embed_tokens(ids)[0].float()                                  # [T, D]
         with self._lock:
             self._bind(cache)
             step = cache.steps
