@@ -54,13 +54,27 @@ demo: $(STAMP)
 data: $(STAMP)
 	$(VENV)/bin/openafm data build --out data/
 
-# Benchmark-only (never a runtime dependency): llama.cpp as the outside anchor of benchmarks/decode.py, built
-# from llama-cpp-python's PyPI source distribution for this CPU (a prebuilt wheel targets a generic one); not in setup.
+# Benchmark-only (never a runtime dependency): llama.cpp as the outside anchor of the benchmarks, built from
+# llama-cpp-python's PyPI source distribution for this CPU (a prebuilt wheel targets a generic one); not in setup.
+# Two things come of it: the Python binding (logits parity), and llama.cpp's own tools (llama-bench, llama-server,
+# llama-quantize) compiled from the llama.cpp sources the sdist vendors, into $(LLAMA_CPP_TOOLS)/bin (~10 min).
 LLAMA_CPP_PYTHON := 0.3.36
-bench-deps: $(STAMP)
+LLAMA_CPP_TOOLS  := $(HOME)/.cache/openafm/llama.cpp-$(LLAMA_CPP_PYTHON)
+bench-deps: $(STAMP) $(LLAMA_CPP_TOOLS)/bin/llama-bench
 	$(PY) -c 'import llama_cpp, sys; sys.exit(llama_cpp.__version__ != "$(LLAMA_CPP_PYTHON)")' 2>/dev/null || \
 		CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install --disable-pip-version-check --no-binary llama-cpp-python \
 		llama-cpp-python==$(LLAMA_CPP_PYTHON)
+
+$(LLAMA_CPP_TOOLS)/bin/llama-bench:
+	rm -rf $(LLAMA_CPP_TOOLS) && mkdir -p $(LLAMA_CPP_TOOLS)/sdist $(LLAMA_CPP_TOOLS)/src
+	$(PY) -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d $(LLAMA_CPP_TOOLS)/sdist \
+		llama-cpp-python==$(LLAMA_CPP_PYTHON)
+	tar xzf $(LLAMA_CPP_TOOLS)/sdist/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_CPP_TOOLS)/src --strip-components=1
+	cmake -S $(LLAMA_CPP_TOOLS)/src/vendor/llama.cpp -B $(LLAMA_CPP_TOOLS)/build -DCMAKE_BUILD_TYPE=Release \
+		-DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF
+	cmake --build $(LLAMA_CPP_TOOLS)/build -j 2 --target llama-bench llama-server llama-quantize
+	mkdir -p $(LLAMA_CPP_TOOLS)/bin && cp $(LLAMA_CPP_TOOLS)/build/bin/llama-bench $(LLAMA_CPP_TOOLS)/build/bin/llama-server \
+		$(LLAMA_CPP_TOOLS)/build/bin/llama-quantize $(LLAMA_CPP_TOOLS)/bin/
 
 # The default model's vision tower (encoder + adapter, ~7 MB float16) ships in the package; this remakes it
 # (a few minutes of one CPU thread; the exact command is also in the sidecar JSON beside the file).

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import gguf
 import torch
 
-from openafm.checkpoint.gguf import load_llama_gguf, read_gguf
+from openafm.checkpoint.gguf import load_gguf_hf, read_gguf
 from openafm.checkpoint.packaged import default_gguf_path
 from openafm.tokenizer import Tokenizer
 
@@ -53,7 +53,7 @@ def main() -> None:
         "file": path.name,
         "torch_threads": torch.get_num_threads(),
         "metadata_s": best_of(args.repeats, lambda: read_gguf(path).metadata),
-        "state_dict_fp32_s": best_of(args.repeats, lambda: load_llama_gguf(path)),
+        "state_dict_fp32_s": best_of(args.repeats, lambda: load_gguf_hf(path)),
         "tokenizer_from_metadata_s": best_of(args.repeats, lambda: Tokenizer.from_gguf_metadata(metadata)),
         "baseline_metadata_s": best_of(args.repeats, lambda: gguf.GGUFReader(path).fields),
         "baseline_state_dict_fp32_s": best_of(args.repeats, lambda: gguf_py_state_dict(path)),

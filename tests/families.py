@@ -78,7 +78,7 @@ def _mixtral():
 
 def _qwen2_moe():
     return tf.Qwen2MoeForCausalLM(tf.Qwen2MoeConfig(**SHAPE, num_experts=4, num_experts_per_tok=2,
-                                                    moe_intermediate_size=32, shared_expert_intermediate_size=48,
+                                                    moe_intermediate_size=32, shared_expert_intermediate_size=64,
                                                     norm_topk_prob=False, mlp_only_layers=[1]))
 
 
@@ -148,6 +148,11 @@ def save_gguf(model: torch.nn.Module, name: str, path: Path, types: dict[str, gg
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def save_gguf_names(model: torch.nn.Module, name: str) -> dict[str, tuple[int, ...]]:
+    """The GGUF tensor names save_gguf writes, with their shapes (torch order)."""
+    return {k: v.shape for k, v in _tensors(model, name).items()}
 
 
 def _metadata(w: gguf_py.GGUFWriter, arch: str, cfg, name: str) -> None:

@@ -13,6 +13,7 @@ from collections import Counter
 import openafm.fm as fm
 from openafm.api import DEFAULT_MODEL, PACKAGED, load
 from openafm.checkpoint.native import save_checkpoint
+from openafm.commands.inspect import inspect_file, print_inspection
 from openafm.config import dump_flat
 from openafm.errors import OpenAFMError
 from openafm.models.build import build_model
@@ -81,9 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--system", default=None, help="system message for the conversation")
     c.set_defaults(run=_cmd_chat)
 
-    m = sub.add_parser("models", help="list the models and presets",
-                       description="List packaged models and presets, or describe one in full.")
+    m = sub.add_parser("models", help="list the models and presets, or inspect a model file",
+                       description="List packaged models and presets, describe one in full, or inspect a GGUF file "
+                                   "or Hugging Face directory: its family, sizes, storage types, tokenizer, and what "
+                                   "openafm runs natively. Every command that takes --model also takes such a path.")
     m.add_argument("--describe", metavar="NAME", help="print one preset's full config, parameter count and cache size")
+    m.add_argument("--inspect", metavar="PATH", help="describe a .gguf file or a Hugging Face directory (no weights "
+                                                     "are loaded)")
+    m.add_argument("--json", action="store_true", help="with --inspect: print one JSON object")
     m.set_defaults(run=_cmd_models)
 
     r = sub.add_parser("respond", help="answer a prompt through the Foundation Models session API (openafm.fm)",
@@ -274,6 +280,10 @@ def _cmd_upcycle(args) -> int:
 
 
 def _cmd_models(args) -> int:
+    if args.inspect:
+        info = inspect_file(args.inspect)
+        print(json.dumps(info, indent=1)) if args.json else print_inspection(info)
+        return 0
     if args.describe:
         return _describe(args.describe)
     print(f"{'name':26s} {'kind':12s} {'params':>9s}  plan")

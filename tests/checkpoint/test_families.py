@@ -1,10 +1,11 @@
 """Every supported family, as a Hugging Face directory and as a GGUF file, computes what transformers computes."""
 
+import gguf as gguf_py
 import pytest
 import torch
 
 import openafm
-from families import FAMILIES, make, save_gguf, save_hf
+from families import FAMILIES, make, save_gguf, save_gguf_names, save_hf
 from openafm.checkpoint.load import load_model
 from openafm.runtime.generate import generate_tokens
 
@@ -37,14 +38,28 @@ def test_gguf_file_logits_equal_transformers(family):
     assert _max_diff(load_model(gguf_path), logits) <= 1e-4
 
 
-def test_transformers_reads_the_written_gguf_alike(family):
+# What transformers' own GGUF reader (5.x) leaves out, so that it cannot check the test writer on these files
+# (each found by reading its GGUF config mapping; strict: a reader that learns the feature turns the row green).
+READER_GAPS = {
+    "llama": "ignores rope_freqs (Llama 3's stored frequency factors)",
+    "mistral": "reads a 'llama' file without its attention.sliding_window",
+    "qwen3": "takes head_dim as hidden / heads, not attention.key_length",
+    "gemma2": "does not read the soft-capping values (uses its defaults 50 / 30)",
+    "gemma3": "does not read rope scaling of the global layers",
+    "phi3": "fails building the embedding (padding id outside the vocabulary)",
+    "mixtral": "reads a 'llama' file with experts as a dense Llama",
+    "qwen2_moe": "assumes every layer is a mixture of experts",
+    "qwen3_moe": "takes head_dim as hidden / heads, not attention.key_length",
+}
+
+
+def test_transformers_reads_the_written_gguf_alike(family, request):
     """The test's GGUF writer follows llama.cpp's converter: transformers' own GGUF reader agrees."""
     name, _, logits, _, gguf_path = family
     import transformers as tf
-    try:
-        ref = tf.AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).eval()
-    except (ValueError, KeyError, NotImplementedError) as e:
-        pytest.xfail(f"transformers cannot read a {name} GGUF file: {e}")
+    if name in READER_GAPS:
+        request.applymarker(pytest.mark.xfail(reason=f"transformers' GGUF reader {READER_GAPS[name]}", strict=True))
+    ref = tf.AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).eval()
     with torch.no_grad():
         assert (ref(IDS).logits - logits).abs().max().item() <= 1e-4
 
@@ -56,3 +71,18 @@ def test_greedy_decoding_equals_transformers(family):
         want = model.generate(IDS, max_new_tokens=10, do_sample=False, min_new_tokens=10)[0, IDS.shape[1]:]
     got = generate_tokens(lm.model, [IDS[0].tolist()], max_new_tokens=10)[0].token_ids
     assert got == want.tolist()
+
+
+def test_native_weights_equal_the_dequantized_model(family, tmp_path):
+    """Every family runs from its GGUF blocks as stored (V in another type than Q and K: llama.cpp's _M mixes)."""
+    name, model, _, _, _ = family
+    q = gguf_py.GGMLQuantizationType
+    names = save_gguf_names(model, name)
+    types = {n: q.Q8_0 if ".attn_v." in n else q.Q4_0 for n, shape in names.items() if len(shape) == 2}
+    path = save_gguf(model, name, tmp_path / "q.gguf", types)
+    native, dense = load_model(path, weights="native"), load_model(path)
+    assert "Q4_0" in native.source
+    with torch.no_grad():
+        assert torch.allclose(native.model(IDS), dense.model(IDS), atol=1e-3)
+    tokens = [generate_tokens(lm.model, [IDS[0].tolist()], max_new_tokens=8)[0].token_ids for lm in (native, dense)]
+    assert tokens[0] == tokens[1]

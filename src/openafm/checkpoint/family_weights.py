@@ -13,6 +13,7 @@ file's quantized blocks knows which source tensors became one fused matrix.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 import torch
 
@@ -21,6 +22,12 @@ from openafm.models.plan import DecoderConfig, NormPlacement
 from openafm.nn.layer_spec import FFNKind
 
 Provenance = dict[str, list[str]]     # openafm name -> the source names it was made from, in order
+Join = Callable[[list[str], list[torch.Tensor], int], object]   # (source names, their tensors, dim) -> one value
+
+
+def concatenate(names: list[str], parts: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """The default join: the parts as one tensor (one part: itself)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim)
 
 
 class NormWeights(enum.Enum):
@@ -33,8 +40,8 @@ class NormWeights(enum.Enum):
 class _Source:
     """The source tensors, each taken once; `rest()` lists what was never taken."""
 
-    def __init__(self, state: dict[str, torch.Tensor], where: str):
-        self.remaining, self.where, self.provenance = dict(state), where, {}
+    def __init__(self, state: dict[str, torch.Tensor], where: str, join: Join):
+        self.remaining, self.where, self.provenance, self.join = dict(state), where, {}, join
 
     def has(self, name: str) -> bool:
         return name in self.remaining
@@ -46,15 +53,17 @@ class _Source:
 
     def put(self, out: dict, ours: str, names: list[str], dim: int = 0) -> None:
         """out[ours] = the named tensors concatenated along `dim` (one name: that tensor)."""
-        parts = [self.take(n) for n in names]
-        out[ours] = parts[0] if len(parts) == 1 else torch.cat(parts, dim)
+        out[ours] = self.join(names, [self.take(n) for n in names], dim)
         self.provenance[ours] = names
 
 
 def state_dict_from_hf(hf_sd: dict[str, torch.Tensor], config: DecoderConfig, source: str,
-                       norms: NormWeights = NormWeights.AS_USED) -> tuple[dict[str, torch.Tensor], Provenance]:
-    """HF names -> (openafm state dict, provenance). Missing or extra tensors raise CheckpointError."""
-    src, out = _Source(hf_sd, source), {}
+                       norms: NormWeights = NormWeights.AS_USED, join: Join = concatenate
+                       ) -> tuple[dict[str, torch.Tensor], Provenance]:
+    """HF names -> (openafm state dict, provenance). Missing or extra tensors raise CheckpointError.
+    `join` makes one value of the parts of a fused matrix (a loader keeping quantized blocks may keep parts of
+    different types apart)."""
+    src, out = _Source(hf_sd, source, join), {}
     src.put(out, "embed.weight", ["model.embed_tokens.weight"])
     src.put(out, "norm.weight", ["model.norm.weight"])
     if config.tie_embeddings:

@@ -7,7 +7,7 @@
     rope.py            rotary position embeddings in the rotate-half (Hugging Face Llama) layout
     norm.py            RMSNorm (fused)
     linear.py          Linear: nn.Linear with the fastest kernel for one-row (decode) inputs
-    mlp.py             the SwiGLU feed-forward, gate and up fused into one matmul
+    mlp.py             the gated feed-forward (SwiGLU, or GeGLU for Gemma), gate and up fused into one matmul
     moe.py             dropless top-k mixture-of-experts over SwiGLU experts (grouped matmul or a segment loop)
     lora.py            LoRA: a frozen linear layer plus a trainable low-rank update; apply, merge, state dicts
     pack.py            bit packing of 2/4/8-bit quantization codes along the input dimension
@@ -16,4 +16,5 @@
     block_linear.py    BlockLinear / BlockEmbedding: layers that run from GGUF Q8_0 / Q4_0 / Q4_1 blocks as stored
     packed_linear.py   PackedLinear / PackedEmbedding: layers that execute from packed low-bit weights
     packed_model.py    swap a model's linear layers and embedding for packed ones
+    stacked_linear.py  StackedLinear: a fused projection whose parts are held in different forms
 """

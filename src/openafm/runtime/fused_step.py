@@ -58,10 +58,8 @@ def _plan_reason(model: nn.Module, cache: KVCache | None) -> str | None:
     """Why not, from the model's kind, plan, CPU, dtype and cache alone (its layers are checked on building)."""
     if not isinstance(model, Decoder):
         return f"{type(model).__name__} runs eagerly (the fused step covers dense Decoder plans)"
-    if any(s.ffn is FFNKind.MOE for s in model.config.layers):
-        return "MoE layers run eagerly"
-    if (extras := _eager_features(model.config)):
-        return f"{', '.join(extras)} run eagerly (the fused step covers the Llama block)"
+    if (reason := config_reason(model.config)) is not None:
+        return reason
     try:
         check_cpu("the fused decode step", "step=StepKind.EAGER")
     except KernelUnavailableError as e:
@@ -71,6 +69,15 @@ def _plan_reason(model: nn.Module, cache: KVCache | None) -> str | None:
         return f"the fused step runs float32 on the CPU; this model is {norm.dtype} on {norm.device}"
     if cache is not None and cache.dtype != torch.float32:
         return f"the fused step reads a float32 KV cache; this one is {cache.dtype}"
+    return None
+
+
+def config_reason(config) -> str | None:
+    """Why the fused step cannot run a model of this config whatever its weights; None if it can."""
+    if any(s.ffn is FFNKind.MOE for s in config.layers):
+        return "MoE layers run eagerly"
+    if (extras := _eager_features(config)):
+        return f"{', '.join(extras)} run eagerly (the fused step covers the Llama block)"
     return None
 
 
