@@ -17,4 +17,5 @@ They are listed in ``openafm.cli.COMMAND_MODULES``.
     adapter.py    `openafm adapter train|eval|export`: the adapter toolkit on JSONL conversations (report §7)
     draft.py      `openafm draft train`: a draft model distilled from the target for speculative decoding
     eval.py       `openafm eval --tasks ...`, `openafm eval list`, `openafm eval compare RUN...` (report §8)
+    inspect.py    `openafm models --inspect PATH`: what a GGUF file or Hugging Face directory is, what runs natively
 """
