@@ -39,8 +39,9 @@ Linear make_linear(const py::tuple& spec) {
             l.w.scale = l.keep_scale.data_ptr<float>();
             l.w.zero = l.keep_zero.data_ptr<float>();
         } else {
-            TORCH_CHECK(l.w.in % G == 0 && l.w.row_bytes == l.w.in / G * block_bytes(l.w.format),
-                        "block rows of ", l.w.in, " values take ", l.w.in / G * block_bytes(l.w.format), " bytes");
+            const int64_t rb = row_bytes_for(l.w.format, l.w.in);
+            TORCH_CHECK(rb >= 0 && l.w.row_bytes == rb, "block rows of ", l.w.in, " values take ", rb,
+                        " bytes (-1: not whole blocks of ", block_shape(l.w.format).values, "), got ", l.w.row_bytes);
         }
     }
     if (l.lora_a.defined()) {
