@@ -1,8 +1,9 @@
 """A Llama GGUF as a model whose matrices stay in the file's block formats (weights="native").
 
-Q8_0, Q4_0 and Q4_1 matrices become nn.block_linear layers holding the file's bytes (the fused q/k/v and
-gate/up rows are the parts' rows, concatenated); norms, and matrices of any other type, are float32 (the
-type counts are in the source string, so what was dequantized is visible). Decoding reads the blocks
+Matrices in a type the kernels read (NATIVE_TYPES: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16,
+BF16) become nn.block_linear layers holding the file's bytes (the fused q/k/v and gate/up rows are the
+parts' rows, concatenated); norms, and matrices of any other type, are float32 (the type counts are in
+the source string, so what was dequantized is visible). Decoding reads the blocks
 with float32 activations (weights="native") or int8 ones as llama.cpp does (weights="native-int8");
 prefill dequantizes one matrix at a time.
 """
@@ -25,7 +26,10 @@ from openafm.nn.block_linear import BlockEmbedding, BlockLinear
 from openafm.nn.packed_kernel import Activations, WeightFormat, check_cpu
 from openafm.nn.packed_model import module_path, set_module
 
-NATIVE_TYPES = {GGMLType.Q8_0: WeightFormat.Q8_0, GGMLType.Q4_0: WeightFormat.Q4_0, GGMLType.Q4_1: WeightFormat.Q4_1}
+# Every GGUF matrix type the kernels read as stored (the formats share ggml's names).
+NATIVE_TYPES = {GGMLType[f.name]: f for f in (WeightFormat.Q8_0, WeightFormat.Q4_0, WeightFormat.Q4_1, WeightFormat.Q5_0,
+                                              WeightFormat.Q5_1, WeightFormat.Q4_K, WeightFormat.Q5_K,
+                                              WeightFormat.Q6_K, WeightFormat.F16, WeightFormat.BF16)}
 FUSED_PARTS = {"attn.qkv": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
                "ffn.gate_up": ("mlp.gate_proj", "mlp.up_proj")}
 

@@ -45,9 +45,9 @@ torch::Tensor dequantize(torch::Tensor data, int64_t format, int64_t in) {
     const BlockShape s = block_shape(f);
     const int64_t rb = row_bytes_for(f, in);
     data = data.contiguous();
-    TORCH_CHECK(rb >= 0, in, " values is not a whole number of ", s.values, "-value blocks");
-    TORCH_CHECK(data.dtype() == torch::kUInt8 && data.dim() == 2 && data.size(1) == rb,
-                "block rows of ", in, " values take ", rb, " bytes");
+    TORCH_CHECK_VALUE(rb >= 0, in, " values is not a whole number of ", s.values, "-value blocks");
+    TORCH_CHECK_VALUE(data.dtype() == torch::kUInt8 && data.dim() == 2 && data.size(1) == rb,
+                      "block rows of ", in, " values take ", rb, " bytes");
     const int64_t out = data.size(0);
     auto w = torch::empty({out, in}, torch::kFloat32);
     const uint8_t* src = data.data_ptr<uint8_t>();

@@ -40,8 +40,10 @@ Linear make_linear(const py::tuple& spec) {
             l.w.zero = l.keep_zero.data_ptr<float>();
         } else {
             const int64_t rb = row_bytes_for(l.w.format, l.w.in);
-            TORCH_CHECK(rb >= 0 && l.w.row_bytes == rb, "block rows of ", l.w.in, " values take ", rb,
-                        " bytes (-1: not whole blocks of ", block_shape(l.w.format).values, "), got ", l.w.row_bytes);
+            TORCH_CHECK_VALUE(rb >= 0, l.w.in, " values is not a whole number of ", block_shape(l.w.format).values,
+                              "-value blocks");
+            TORCH_CHECK_VALUE(l.w.row_bytes == rb, "block rows of ", l.w.in, " values take ", rb, " bytes, got ",
+                              l.w.row_bytes);
         }
     }
     if (l.lora_a.defined()) {
