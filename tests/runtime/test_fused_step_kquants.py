@@ -1,0 +1,61 @@
+"""The fused decode step over a tiny decoder whose matrices are K-quant, Q5_0 and 16-bit float blocks (what a
+Q4_K_M GGUF holds): the same one-step logits, batched rows and greedy tokens as the eager module graph."""
+
+import numpy as np
+import pytest
+import torch
+
+from openafm.checkpoint.gguf import GGMLType
+from openafm.checkpoint.gguf.quantize import quantize
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear
+from openafm.nn.packed_kernel import Activations, WeightFormat
+from openafm.runtime.fused_step import StepKind, fused_decoder
+from openafm.runtime.generate import GenerationStats, generate_tokens
+from openafm.runtime.kv_cache import KVCache
+from tiny import make_tiny
+
+# Per matrix kind, the format it is stored in (widths: dim 256, ffn 512, so K-quant rows are whole super-blocks).
+FORMATS = {"qkv": WeightFormat.Q4_K, "out": WeightFormat.Q6_K, "gate_up": WeightFormat.Q5_0,
+           "down": WeightFormat.Q4_K, "embed": WeightFormat.Q6_K}
+
+
+def as_blocks(w: torch.Tensor, fmt: WeightFormat) -> torch.Tensor:  # float [out, in] -> uint8 [out, row bytes]
+    return torch.from_numpy(quantize(w.detach().numpy().astype(np.float32), GGMLType[fmt.name]).copy())
+
+
+def kquant_model(activations: Activations, formats: dict = FORMATS):
+    model = make_tiny("smollm2-tiny", dim=256, ffn_hidden=512)
+    for block in model.layers:
+        for parent, attr in ((block.attn, "qkv"), (block.attn, "out"), (block.ffn, "gate_up"), (block.ffn, "down")):
+            dense = getattr(parent, attr)
+            fmt = formats[attr]
+            setattr(parent, attr, BlockLinear(as_blocks(dense.weight, fmt), fmt, dense.in_features, activations))
+    fmt = formats["embed"]
+    model.embed = BlockEmbedding(as_blocks(model.embed.weight, fmt), fmt, 256, activations)   # tied head too
+    return model
+
+
+@pytest.mark.parametrize("activations", list(Activations), ids=lambda a: a.value)
+def test_one_step_logits_equal_the_eager_forward(activations):
+    model = kquant_model(activations)
+    ids = torch.tensor([[4, 9, 2, 7, 1, 30, 8, 8], [3, 3, 5, 11, 2, 9, 1, 4]])
+    caches = [KVCache(model.kv_plan, batch_size=2, capacity=16) for _ in range(2)]
+    with torch.inference_mode():
+        for cache in caches:
+            model(ids, cache=cache)
+        nxt, pos = torch.tensor([[11], [12]]), torch.tensor([[8], [8]])
+        eager = model(nxt, cache=caches[0], positions=pos)[:, -1]                    # [2, V]
+        fused = fused_decoder(model)(nxt, caches[1], pos)
+    assert torch.allclose(fused, eager, atol=1e-4, rtol=1e-4), (fused - eager).abs().max()
+
+
+def test_greedy_tokens_equal_the_eager_step_with_16_bit_float_matrices_beside():
+    formats = dict(FORMATS, out=WeightFormat.F16, down=WeightFormat.Q6_K, embed=WeightFormat.BF16)
+    model = kquant_model(Activations.FLOAT32, formats)
+    runs = {}
+    for kind in (StepKind.EAGER, StepKind.FUSED):
+        stats = GenerationStats()
+        out = generate_tokens(model, [[5, 6, 7, 8, 9], [3, 4]], max_new_tokens=16, stats=stats, step=kind)
+        runs[kind] = [g.token_ids for g in out]
+        assert stats.step == kind.value
+    assert runs[StepKind.FUSED] == runs[StepKind.EAGER]
