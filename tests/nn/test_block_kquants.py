@@ -9,7 +9,7 @@ import torch
 
 from openafm.checkpoint.gguf import GGMLType
 from openafm.checkpoint.gguf.quantize import quantize
-from openafm.nn.block_linear import BlockEmbedding, BlockLinear
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear, BlockRows
 from openafm.nn.packed_kernel import BLOCK_SHAPES, Activations, WeightFormat, dequantize_blocks, matvec, weight_spec
 
 NEW = [WeightFormat.Q4_K, WeightFormat.Q5_K, WeightFormat.Q6_K, WeightFormat.Q5_0, WeightFormat.Q5_1,
@@ -120,3 +120,19 @@ def test_bad_widths_and_row_bytes_raise_naming_them():
         matvec(torch.zeros(1, 512), weight_spec(WeightFormat.Q4_K, 4, 512, torch.zeros(4, 280, dtype=torch.uint8)))
     with pytest.raises(ValueError, match="not a whole number of 256-value blocks"):
         dequantize_blocks(torch.zeros(4, 144, dtype=torch.uint8), WeightFormat.Q4_K, 200)
+
+
+def test_block_rows_concatenate_parts_in_different_formats():
+    q = BlockLinear(random_blocks(WeightFormat.Q5_0, 12, 256), WeightFormat.Q5_0, 256)
+    v = BlockLinear(random_blocks(WeightFormat.Q6_K, 4, 256), WeightFormat.Q6_K, 256)
+    rows = BlockRows([q, v])
+    assert (rows.in_features, rows.out_features) == (256, 16)
+    x = torch.randn(2, 256)
+    assert torch.equal(rows(x), torch.cat([q(x), v(x)], -1))
+    assert torch.equal(rows.weight_dequantized(), torch.cat([q.weight_dequantized(), v.weight_dequantized()]))
+    with pytest.raises(ValueError, match=r"same input width, got \[160, 256\]"):
+        BlockRows([q, BlockLinear(random_blocks(WeightFormat.Q5_0, 4, 160), WeightFormat.Q5_0, 160)])
+    with pytest.raises(ValueError, match="two or more BlockLinear layers"):
+        BlockRows([q])
+    with pytest.raises(ValueError, match="run a PARTS weight's parts one by one"):
+        matvec(x, rows.spec())

@@ -7,7 +7,8 @@ import torch
 
 from openafm.checkpoint.gguf import GGMLType
 from openafm.checkpoint.gguf.quantize import quantize
-from openafm.nn.block_linear import BlockEmbedding, BlockLinear
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear, BlockRows
+from openafm.nn.lora import apply_lora
 from openafm.nn.packed_kernel import Activations, WeightFormat
 from openafm.runtime.fused_step import StepKind, fused_decoder
 from openafm.runtime.generate import GenerationStats, generate_tokens
@@ -59,3 +60,20 @@ def test_greedy_tokens_equal_the_eager_step_with_16_bit_float_matrices_beside():
         runs[kind] = [g.token_ids for g in out]
         assert stats.step == kind.value
     assert runs[StepKind.FUSED] == runs[StepKind.EAGER]
+
+
+def test_qkv_in_several_formats_with_lora_beside_it():
+    model = kquant_model(Activations.FLOAT32)
+    for block in model.layers:   # q and k rows Q5_0, v rows Q8_0 (a Q4_K_M layer given more bits for v)
+        w = block.attn.qkv.weight_dequantized()
+        kv = model.config.n_kv_heads * model.config.attn_head_dim
+        parts = [(w[:-kv], WeightFormat.Q5_0), (w[-kv:], WeightFormat.Q8_0)]
+        block.attn.qkv = BlockRows([BlockLinear(as_blocks(p, f), f, 256) for p, f in parts])
+    apply_lora(model, rank=2, alpha=2.0, targets=("qkv",))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    runs = [[g.token_ids for g in generate_tokens(model, [[5, 6, 7], [3]], max_new_tokens=12, step=kind)]
+            for kind in (StepKind.EAGER, StepKind.FUSED)]
+    assert runs[0] == runs[1]

@@ -22,7 +22,7 @@ from openafm.checkpoint.llama import config_from_hf, state_dict_from_hf
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model
 from openafm.models.decoder import CausalLM
-from openafm.nn.block_linear import BlockEmbedding, BlockLinear
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear, BlockRows
 from openafm.nn.packed_kernel import Activations, WeightFormat, check_cpu
 from openafm.nn.packed_model import module_path, set_module
 
@@ -40,6 +40,7 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
     hf_sd, hf_config, kept = load_llama_gguf_blocks(path, frozenset(NATIVE_TYPES))
     config = config_from_hf(hf_config, str(path))
     formats = _openafm_formats(kept, config.n_layers, str(path))
+    parts = _take_mixed_parts(formats, hf_sd)
     state = state_dict_from_hf(hf_sd, config, str(path))
     fused = {name for name in formats if name.endswith(("attn.qkv.weight", "ffn.gate_up.weight"))}
     model = build_model(config, device="meta")
@@ -50,8 +51,12 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
             blocks = blocks.clone()
         original = model.get_submodule(module_path(name))
         in_features = original.weight.shape[1]
-        layer = (BlockEmbedding(blocks, fmt, in_features, activations) if isinstance(original, torch.nn.Embedding)
-                 else BlockLinear(blocks, fmt, in_features, activations))
+        if name in parts:       # q/k/v in different formats (a K-quant mix): one BlockLinear per part
+            layer = BlockRows([BlockLinear(b.clone(), f, in_features, activations) for b, f in zip(parts[name], fmt)])
+        elif isinstance(original, torch.nn.Embedding):
+            layer = BlockEmbedding(blocks, fmt, in_features, activations)
+        else:
+            layer = BlockLinear(blocks, fmt, in_features, activations)
         set_module(model, module_path(name), layer)
     missing, unexpected = model.load_state_dict(state, assign=True, strict=False)
     missing = [k for k in missing if not k.endswith(".blocks")]
@@ -75,8 +80,23 @@ def release_free_memory() -> None:
         pass
 
 
-def _openafm_formats(kept: dict[str, GGMLType], n_layers: int, source: str) -> dict[str, WeightFormat]:
-    """openafm weight name -> block format, for the matrices kept as blocks (fused parts must agree)."""
+def _take_mixed_parts(formats: dict, hf_sd: dict[str, torch.Tensor]) -> dict[str, list[torch.Tensor]]:
+    """For fused layers whose parts have different formats: openafm name -> the parts' blocks, each replaced in
+    `hf_sd` by an empty uint8 [rows, 0] so that fusing concatenates nothing."""
+    out = {}
+    for name, fmt in formats.items():
+        if isinstance(fmt, tuple):
+            _, layer, *fused, _ = name.split(".")                        # "layers", "3", "attn", "qkv", "weight"
+            keys = [f"model.layers.{layer}.{part}.weight" for part in FUSED_PARTS[".".join(fused)]]
+            out[name] = [hf_sd[k] for k in keys]
+            for k in keys:
+                hf_sd[k] = torch.empty(hf_sd[k].shape[0], 0, dtype=torch.uint8)
+    return out
+
+
+def _openafm_formats(kept: dict[str, GGMLType], n_layers: int, source: str) -> dict:
+    """openafm weight name -> block format, for the matrices kept as blocks; a fused layer whose parts are in
+    different block formats maps to the parts' formats (a tuple). Kept and dequantized parts cannot mix."""
     out = {}
     if "model.embed_tokens.weight" in kept:
         out["embed.weight"] = NATIVE_TYPES[kept["model.embed_tokens.weight"]]
@@ -89,10 +109,12 @@ def _openafm_formats(kept: dict[str, GGMLType], n_layers: int, source: str) -> d
                 out[f"layers.{i}.{ours}.weight"] = NATIVE_TYPES[kept[p + hf + ".weight"]]
         for ours, parts in FUSED_PARTS.items():
             types = {part: kept.get(p + part + ".weight") for part in parts}
-            if len(set(types.values())) > 1:
+            if None in types.values() and len(set(types.values())) > 1:
                 stored = ", ".join(f"{k}: {v.name if v else 'float'}" for k, v in types.items())
-                raise CheckpointError(f"{source}: layer {i} stores {ours}'s parts in different types ({stored}); "
-                                      f"load it with weights='float32'")
-            if types[parts[0]] is not None:
+                raise CheckpointError(f"{source}: layer {i} stores {ours}'s parts in types the kernels read and types "
+                                      f"they do not ({stored}); load it with weights='float32'")
+            if len(set(types.values())) > 1:
+                out[f"layers.{i}.{ours}.weight"] = tuple(NATIVE_TYPES[t] for t in types.values())
+            elif types[parts[0]] is not None:
                 out[f"layers.{i}.{ours}.weight"] = NATIVE_TYPES[types[parts[0]]]
     return out

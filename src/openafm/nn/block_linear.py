@@ -69,6 +69,35 @@ class BlockLinear(nn.Module):
                 f"activations={self.activations.value}")
 
 
+class BlockRows(nn.Module):
+    """A bias-free linear layer whose output rows are stored in several block formats, one BlockLinear per
+    run of rows: a K-quant GGUF's fused q/k/v, whose v rows llama-quantize stores with more bits than q
+    and k in some layers. y = [x W_0^T, x W_1^T, ...]."""
+
+    def __init__(self, parts: list[BlockLinear]):
+        super().__init__()
+        if len(parts) < 2 or not all(isinstance(p, BlockLinear) for p in parts):
+            raise ValueError(f"BlockRows joins two or more BlockLinear layers, got {[type(p).__name__ for p in parts]}")
+        widths = {p.in_features for p in parts}
+        if len(widths) > 1:
+            raise ValueError(f"BlockRows parts must take the same input width, got {sorted(widths)}")
+        self.parts = nn.ModuleList(parts)
+        self.in_features, self.out_features = parts[0].in_features, sum(p.out_features for p in parts)
+
+    def spec(self, lora=None) -> tuple:
+        return weight_spec(WeightFormat.PARTS, self.out_features, self.in_features,
+                           tuple(p.spec() for p in self.parts), lora=lora)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out] float32
+        return torch.cat([p(x) for p in self.parts], dim=-1)
+
+    def weight_dequantized(self) -> torch.Tensor:  # -> float32 [out, in]
+        return torch.cat([p.weight_dequantized() for p in self.parts], dim=0)
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, formats={[p.format.name for p in self.parts]}"
+
+
 class BlockEmbedding(nn.Module):
     """Token embeddings held as block rows; a lookup dequantizes only the rows it uses, and `attend(x)`
     is the tied output head x E^T computed from the same blocks."""

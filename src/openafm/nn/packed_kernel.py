@@ -51,6 +51,7 @@ class WeightFormat(enum.IntEnum):
     Q6_K = 14
     BF16 = 30
     F16 = 31
+    PARTS = 100   # several weights over one input, outputs concatenated (nn.block_linear.BlockRows)
 
 
 class Activations(enum.Enum):
@@ -108,12 +109,13 @@ def load_kernel():
     return _module
 
 
-def weight_spec(fmt: WeightFormat, out: int, in_features: int, data: torch.Tensor, *, bits: int = 0,
+def weight_spec(fmt: WeightFormat, out: int, in_features: int, data: torch.Tensor | tuple, *, bits: int = 0,
                 scale: torch.Tensor | None = None, zero: torch.Tensor | None = None,
                 lora: tuple[torch.Tensor, torch.Tensor, float] | None = None,
                 activations: Activations = Activations.INT8) -> tuple:
     """The tuple csrc/decode_step.cpp's make_linear reads: one weight (and optional LoRA factors A, B, scale).
-    `activations` applies to block formats (packed codes always take int8 activations)."""
+    `activations` applies to block formats (packed codes always take int8 activations). For PARTS, `data`
+    is the parts' specs (each without LoRA), whose outputs are concatenated."""
     a, b, s = lora if lora is not None else (None, None, 0.0)
     return (int(fmt), int(bits), int(out), int(in_features), data, scale, zero, a, b, float(s),
             Activations(activations) is Activations.INT8)

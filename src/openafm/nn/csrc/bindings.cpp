@@ -24,6 +24,7 @@ torch::Tensor matvec(torch::Tensor x, const py::tuple& spec, int64_t threads) {
     TORCH_CHECK(x.dtype() == torch::kFloat32 && x.dim() == 2 && x.size(1) == l.w.in,
                 "x must be float32 [M, ", l.w.in, "]");
     TORCH_CHECK(!l.lora_a.defined(), "matvec takes a plain weight (LoRA runs beside it)");
+    TORCH_CHECK_VALUE(l.parts.empty(), "matvec takes one weight; run a PARTS weight's parts one by one");
     x = x.contiguous();
     const int64_t M = x.size(0);
     auto y = torch::empty({M, l.w.out}, x.options());

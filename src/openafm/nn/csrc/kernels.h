@@ -36,6 +36,7 @@ enum class Format : int {
                    //   sub-block j of 16: W = (d * sc[j]) * (q - 32)
     BF16 = 30,     // bfloat16 [out, in] (2 bytes per value)
     F16 = 31,      // float16 [out, in]
+    PARTS = 100,   // several weights over one input, outputs concatenated (decode_step.h's Linear::parts)
 };
 
 // A block format's unit: `values` weights stored in `bytes` bytes (1 and 2 for the 16-bit float formats).
