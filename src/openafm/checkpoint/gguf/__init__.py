@@ -3,6 +3,8 @@
     reader.py   header, metadata and tensor directory, with the tensor data left memory-mapped
     types.py    the numeric codes GGUF uses: metadata value types, ggml tensor types and their block sizes
     dequant.py  ggml tensor data -> float32 with whole-tensor torch ops, bit-identical to gguf-py
+    quantize.py float32 rows -> ggml block bytes: the K-quants (Q2_K..Q6_K) written from their layouts, the
+                other types through gguf-py (how tests make K-quant files)
     llama.py    a Llama-family GGUF -> a Hugging Face Llama state dict and config (names, RoPE rows un-permuted),
                 with block-format matrices optionally kept as stored
 """
