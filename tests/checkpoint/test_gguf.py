@@ -14,6 +14,7 @@ import torch
 from openafm.checkpoint import packaged
 from openafm.checkpoint.gguf import BLOCK_SIZES, GGMLType, load_gguf_hf, read_gguf, unpermute_rope_rows
 from openafm.checkpoint.gguf.dequant import KERNELS, dequantize
+from openafm.checkpoint.gguf.quantize import quantize
 from openafm.checkpoint.load import load_model
 from openafm.errors import CheckpointError
 
@@ -45,10 +46,8 @@ def stored(values: np.ndarray, qtype: QT) -> np.ndarray:
         return values
     if qtype == QT.F16:
         return values.astype(np.float16)
-    if qtype == QT.Q6_K:  # gguf-py cannot quantize to Q6_K: random blocks with a sane scale instead
-        blocks = RNG.integers(0, 256, (values.size // 256, 210), dtype=np.uint8)
-        blocks[:, 208:210] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
-        return blocks.reshape(values.shape[0], -1)
+    if qtype in (QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K):  # gguf-py cannot make K-quants: ours can
+        return quantize(values, GGMLType(int(qtype)))
     return gguf_py.quants.quantize(values, qtype)
 
 
@@ -223,8 +222,8 @@ def test_tensor_beyond_end_of_file_names_the_tensor(tmp_path):
 
 # -- dequantization ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("qtype", [QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q6_K],
-                         ids=lambda qtype: qtype.name)
+@pytest.mark.parametrize("qtype", [QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q2_K,
+                                   QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K], ids=lambda qtype: qtype.name)
 def test_dequantize_is_bit_identical_to_gguf_py(tmp_path, qtype):
     # Rows with very different scales, so the float16 block scales span a wide range.
     values = (RNG.standard_normal((6, 512)) * np.logspace(-3, 2, 6)[:, None]).astype(np.float32)
@@ -248,14 +247,16 @@ def test_dequantize_to_other_dtypes_rounds_the_float32_result(tmp_path):
     assert torch.equal(file.dequantize("w", torch.bfloat16), file.dequantize("w").to(torch.bfloat16))
 
 
-def test_unsupported_type_names_tensor_type_and_supported_types(tmp_path):
-    raw = RNG.integers(0, 256, (2, 144), dtype=np.uint8)  # two Q4_K blocks
-    file = read_gguf(write_gguf(tmp_path / "k.gguf", {"blk.0.ffn_up.weight": (raw, QT.Q4_K)}))
-    assert file.tensors["blk.0.ffn_up.weight"].type == GGMLType.Q4_K  # the directory reads fine
+@pytest.mark.parametrize("qtype", [QT.IQ4_XS, QT.TQ2_0, QT.MXFP4], ids=lambda qtype: qtype.name)
+def test_unsupported_type_names_tensor_type_and_supported_types(tmp_path, qtype):
+    block, nbytes = gguf_py.GGML_QUANT_SIZES[qtype]
+    raw = RNG.integers(0, 256, (2, nbytes * (256 // block)), dtype=np.uint8)  # two rows of 256 values
+    file = read_gguf(write_gguf(tmp_path / "k.gguf", {"blk.0.ffn_up.weight": (raw, qtype)}))
+    assert file.tensors["blk.0.ffn_up.weight"].type == GGMLType(int(qtype))  # the directory reads fine
     with pytest.raises(CheckpointError) as error:
         file.dequantize("blk.0.ffn_up.weight")
     message = str(error.value)
-    assert "k.gguf: tensor 'blk.0.ffn_up.weight' has type Q4_K" in message
+    assert f"k.gguf: tensor 'blk.0.ffn_up.weight' has type {qtype.name}, which cannot be dequantized" in message
     assert all(t.name in message for t in KERNELS)
 
 

@@ -1,9 +1,11 @@
 """A GGUF model whose matrices stay in the file's block formats (weights="native"), any supported family.
 
-Q8_0, Q4_0 and Q4_1 matrices become nn.block_linear layers holding the file's bytes (the fused q/k/v and
-gate/up rows are the parts' rows, concatenated; parts stored in different types stay apart in an
-nn.stacked_linear layer); norms, biases, mixture-of-experts tensors and matrices of any other type are float32
-(the type counts are in the source string, so what was dequantized is visible). Decoding reads the blocks
+Matrices in a type the kernels read (NATIVE_TYPES: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16,
+BF16) become nn.block_linear layers holding the file's bytes (the fused q/k/v and gate/up rows are the
+parts' rows, concatenated; parts stored in different types stay apart in a BlockRows layer, as llama.cpp's
+Q4_K_M stores V with more bits than Q and K); norms, biases, mixture-of-experts tensors and matrices of any
+other type are float32 (the type counts are in the source string, so what was dequantized is visible).
+Decoding reads the blocks
 with float32 activations (weights="native") or int8 ones as llama.cpp does (weights="native-int8");
 prefill dequantizes one matrix at a time.
 """
@@ -23,13 +25,14 @@ from openafm.checkpoint.gguf import GGMLType, load_gguf_hf
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model
 from openafm.models.decoder import CausalLM
-from openafm.nn.block_linear import BLOCK, BlockEmbedding, BlockLinear
-from openafm.nn.linear import Linear
-from openafm.nn.packed_kernel import BLOCK_BYTES, Activations, WeightFormat, check_cpu
-from openafm.nn.stacked_linear import StackedLinear
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear, BlockRows
+from openafm.nn.packed_kernel import Activations, WeightFormat, check_cpu
 from openafm.nn.packed_model import module_path, set_module
 
-NATIVE_TYPES = {GGMLType.Q8_0: WeightFormat.Q8_0, GGMLType.Q4_0: WeightFormat.Q4_0, GGMLType.Q4_1: WeightFormat.Q4_1}
+# Every GGUF matrix type the kernels read as stored (the formats share ggml's names).
+NATIVE_TYPES = {GGMLType[f.name]: f for f in (WeightFormat.Q8_0, WeightFormat.Q4_0, WeightFormat.Q4_1, WeightFormat.Q5_0,
+                                              WeightFormat.Q5_1, WeightFormat.Q4_K, WeightFormat.Q5_K,
+                                              WeightFormat.Q6_K, WeightFormat.F16, WeightFormat.BF16)}
 
 
 def load_block_model(path: Path, activations: Activations = Activations.FLOAT32) -> tuple[CausalLM, str]:
@@ -37,11 +40,12 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
     check_cpu("weights='native'", "weights='float32' (dequantized at load)")
     hf_sd, hf_config, kept = load_gguf_hf(path, keep=frozenset(NATIVE_TYPES))
     config = config_from_hf(hf_config, str(path))
-    state, provenance = state_dict_from_hf(hf_sd, config, str(path), join=_join_keeping(kept))
+    state, provenance = state_dict_from_hf(hf_sd, config, str(path), join=_join_keeping(kept, str(path)))
     model = build_model(config, device="meta")
     for name in [n for n, v in state.items() if isinstance(v, MixedParts)]:
-        parts = state.pop(name)
-        layer = StackedLinear([_part_layer(t, kept.get(n), activations) for n, t in zip(provenance[name], parts)])
+        in_features = model.get_submodule(module_path(name)).weight.shape[1]
+        layer = BlockRows([BlockLinear(blocks.clone(), NATIVE_TYPES[kept[n]], in_features, activations)
+                           for n, blocks in zip(provenance[name], state.pop(name))])
         set_module(model, module_path(name), layer)
     formats = {name: NATIVE_TYPES[kept[parts[0]]] for name, parts in provenance.items()
                if name in state and parts[0] in kept}
@@ -53,8 +57,10 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
             blocks = blocks.clone()
         original = model.get_submodule(module_path(name))
         in_features = original.weight.shape[1]
-        layer = (BlockEmbedding(blocks, fmt, in_features, activations) if isinstance(original, torch.nn.Embedding)
-                 else BlockLinear(blocks, fmt, in_features, activations))
+        if isinstance(original, torch.nn.Embedding):
+            layer = BlockEmbedding(blocks, fmt, in_features, activations)
+        else:
+            layer = BlockLinear(blocks, fmt, in_features, activations)
         set_module(model, module_path(name), layer)
     missing, unexpected = model.load_state_dict(state, assign=True, strict=False)
     missing = [k for k in missing if not k.endswith(".blocks") and ".parts." not in k]
@@ -79,26 +85,19 @@ def release_free_memory() -> None:
 
 
 class MixedParts(list):
-    """The parts of a fused matrix stored in different types, kept apart (a StackedLinear holds them)."""
+    """The blocks of a fused matrix's parts stored in different types, kept apart (a BlockRows holds them)."""
 
 
-def _join_keeping(kept: dict[str, GGMLType]):
-    """family_weights' join for a block model: parts of one type are concatenated (blocks row-wise), parts of
-    different types (llama.cpp's Q4_K_M: V in another type than Q and K) stay apart."""
+def _join_keeping(kept: dict[str, GGMLType], source: str):
+    """family_weights' join for a block model: parts of one type are concatenated (blocks row-wise); parts in
+    different types the kernels read stay apart (MixedParts); kept and dequantized parts cannot mix."""
     def join(names: list[str], parts: list[torch.Tensor], dim: int):
-        if len({kept.get(n) for n in names}) > 1:
-            if dim != 0:
-                raise CheckpointError(f"{names}: parts stored in different types cannot be joined along dim {dim}")
-            return MixedParts(parts)
-        return concatenate(names, parts, dim)
+        types = [kept.get(n) for n in names]
+        if len(set(types)) == 1:
+            return concatenate(names, parts, dim)
+        if None in types or dim != 0:
+            stored = ", ".join(f"{n}: {t.name if t else 'float'}" for n, t in zip(names, types))
+            raise CheckpointError(f"{source}: a fused matrix's parts are stored in types the kernels read and types "
+                                  f"they do not ({stored}); load it with weights='float32'")
+        return MixedParts(parts)
     return join
-
-
-def _part_layer(weight: torch.Tensor, stored: GGMLType | None, activations: Activations) -> torch.nn.Module:
-    """One part of a StackedLinear: its blocks as stored, or a float32 Linear."""
-    if stored is None:
-        layer = Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
-        layer.weight = torch.nn.Parameter(weight.float(), requires_grad=False)
-        return layer
-    fmt = NATIVE_TYPES[stored]
-    return BlockLinear(weight.clone(), fmt, weight.shape[1] // BLOCK_BYTES[fmt] * BLOCK, activations)

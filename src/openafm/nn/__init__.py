@@ -13,8 +13,8 @@
     pack.py            bit packing of 2/4/8-bit quantization codes along the input dimension
     packed_kernel.py   the CPU kernels in the csrc folder (AVX2): matvec over float32, packed and GGUF block weights, the
                        fused decode step; built once with torch's cpp_extension
-    block_linear.py    BlockLinear / BlockEmbedding: layers that run from GGUF Q8_0 / Q4_0 / Q4_1 blocks as stored
+    block_linear.py    BlockLinear / BlockEmbedding / BlockRows: layers that run from GGUF blocks as stored (Q8_0, Q4_0,
+                       Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16, BF16; BlockRows: rows in several formats)
     packed_linear.py   PackedLinear / PackedEmbedding: layers that execute from packed low-bit weights
     packed_model.py    swap a model's linear layers and embedding for packed ones
-    stacked_linear.py  StackedLinear: a fused projection whose parts are held in different forms
 """

@@ -1,8 +1,9 @@
-"""Linear layers and embeddings that run from GGUF block weights kept as stored (Q8_0, Q4_0, Q4_1).
+"""Linear layers and embeddings that run from GGUF block weights kept as stored (Q8_0, Q4_0, Q4_1, Q5_0,
+Q5_1, the K-quants Q4_K, Q5_K, Q6_K, and F16 / BF16 matrices).
 
-A weight is one uint8 buffer [out, in / 32 * block bytes]: each row is the file's blocks of 32 weights,
-each block its float16 scale (and Q4_1's float16 minimum) followed by its codes. Resident memory is the
-file's bytes. Inputs of at most `KERNEL_MAX_ROWS` rows (decode) go through packed_kernel.py's kernels,
+A weight is one uint8 buffer [out, in / block values * block bytes]: each row is the file's blocks of 32
+weights (256 for a K-quant super-block; one value for F16 / BF16), each block its scales (and minima)
+and its codes. Resident memory is the file's bytes. Inputs of at most `KERNEL_MAX_ROWS` rows (decode) go through packed_kernel.py's kernels,
 which read the blocks directly, with the activations in float32 (the default) or rounded to int8 per
 block as llama.cpp does (`Activations.INT8`: faster, less exact); longer inputs (prefill) dequantize the
 weight to float32 once per call and run one matrix product (ggml's float operations).
@@ -14,19 +15,21 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from openafm.nn.packed_kernel import BLOCK_BYTES, Activations, WeightFormat, dequantize_blocks, matvec, weight_spec
+from openafm.nn.packed_kernel import BLOCK_SHAPES, Activations, WeightFormat, dequantize_blocks, matvec, weight_spec
 
 KERNEL_MAX_ROWS = 8
-BLOCK = 32
 
 
 def check_blocks(data: torch.Tensor, fmt: WeightFormat, in_features: int, what: str) -> WeightFormat:
+    """The format, after checking that `data` holds whole rows of `in_features` values in it (ValueError)."""
     fmt = WeightFormat(fmt)
-    if fmt not in BLOCK_BYTES:
-        raise ValueError(f"{what}: {fmt.name} is not a block format; accepted: {[f.name for f in BLOCK_BYTES]}")
-    if in_features % BLOCK:
-        raise ValueError(f"{what}: {in_features} input features is not a whole number of {BLOCK}-value blocks")
-    want = in_features // BLOCK * BLOCK_BYTES[fmt]
+    if fmt not in BLOCK_SHAPES:
+        raise ValueError(f"{what}: {fmt.name} is not a block format; accepted: {[f.name for f in BLOCK_SHAPES]}")
+    values, nbytes = BLOCK_SHAPES[fmt]
+    if in_features <= 0 or in_features % values:
+        raise ValueError(f"{what}: {in_features} input features is not a whole number of {values}-value blocks "
+                         f"({fmt.name}; accepted: multiples of {values})")
+    want = in_features // values * nbytes
     if data.dtype != torch.uint8 or data.ndim != 2 or data.shape[1] != want:
         raise ValueError(f"{what}: {fmt.name} rows of {in_features} values are uint8 [out, {want}], got "
                          f"{data.dtype} {tuple(data.shape)}")
@@ -64,6 +67,35 @@ class BlockLinear(nn.Module):
     def extra_repr(self) -> str:
         return (f"in={self.in_features}, out={self.out_features}, format={self.format.name}, "
                 f"activations={self.activations.value}")
+
+
+class BlockRows(nn.Module):
+    """A bias-free linear layer whose output rows are stored in several block formats, one BlockLinear per
+    run of rows: a K-quant GGUF's fused q/k/v, whose v rows llama-quantize stores with more bits than q
+    and k in some layers. y = [x W_0^T, x W_1^T, ...]."""
+
+    def __init__(self, parts: list[BlockLinear]):
+        super().__init__()
+        if len(parts) < 2 or not all(isinstance(p, BlockLinear) for p in parts):
+            raise ValueError(f"BlockRows joins two or more BlockLinear layers, got {[type(p).__name__ for p in parts]}")
+        widths = {p.in_features for p in parts}
+        if len(widths) > 1:
+            raise ValueError(f"BlockRows parts must take the same input width, got {sorted(widths)}")
+        self.parts = nn.ModuleList(parts)
+        self.in_features, self.out_features = parts[0].in_features, sum(p.out_features for p in parts)
+
+    def spec(self, lora=None) -> tuple:
+        return weight_spec(WeightFormat.PARTS, self.out_features, self.in_features,
+                           tuple(p.spec() for p in self.parts), lora=lora)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out] float32
+        return torch.cat([p(x) for p in self.parts], dim=-1)
+
+    def weight_dequantized(self) -> torch.Tensor:  # -> float32 [out, in]
+        return torch.cat([p.weight_dequantized() for p in self.parts], dim=0)
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, formats={[p.format.name for p in self.parts]}"
 
 
 class BlockEmbedding(nn.Module):

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from openafm.nn.block_linear import BlockLinear
+from openafm.nn.block_linear import BlockLinear, BlockRows
 from openafm.nn.packed_linear import PackedLinear
 
 # Linear layers adapted by default: every projection of attention and the dense FFN. Not the MoE router
@@ -27,14 +27,14 @@ DEFAULT_TARGETS = ("qkv", "q", "out", "gate_up", "down")
 
 def _adaptable(module: nn.Module) -> bool:
     """nn.Linear, or a packed low-bit linear layer (nn.packed_linear): the adapter runs beside it."""
-    return isinstance(module, (nn.Linear, PackedLinear, BlockLinear))
+    return isinstance(module, (nn.Linear, PackedLinear, BlockLinear, BlockRows))
 
 
 class LoRALinear(nn.Module):
     def __init__(self, base: nn.Module, rank: int, alpha: float):
         super().__init__()
         if not _adaptable(base):
-            raise TypeError(f"LoRA wraps nn.Linear, PackedLinear or BlockLinear layers, got {type(base).__name__}")
+            raise TypeError(f"LoRA wraps nn.Linear, PackedLinear, BlockLinear or BlockRows layers, got {type(base).__name__}")
         if rank < 1 or rank > min(base.in_features, base.out_features):
             raise ValueError(f"LoRA rank must be in 1..{min(base.in_features, base.out_features)} for a "
                              f"{base.out_features}x{base.in_features} layer, got {rank}")
@@ -44,7 +44,7 @@ class LoRALinear(nn.Module):
         # packed and block layers compute in float32
         ref = base.weight if isinstance(base, nn.Linear) else getattr(base, "scale", None)
         if ref is None:
-            ref = torch.empty(0, device=base.blocks.device)
+            ref = torch.empty(0, device=next(base.buffers()).device)        # block layers: their uint8 blocks
         self.lora_A = nn.Parameter(torch.empty(rank, base.in_features, dtype=ref.dtype, device=ref.device))
         self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=ref.dtype, device=ref.device))
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))

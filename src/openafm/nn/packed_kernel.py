@@ -4,12 +4,14 @@
 
 Stored forms (`WeightFormat`): float32; pack.py's packed 2/4/8-bit codes with a per-row scale and zero
 point, W = scale[o] * (code - zero[o]); and GGUF's block formats kept byte for byte as in the file
-(Q8_0, Q4_0, Q4_1: 32 weights per block with their own float16 scale, and Q4_1's minimum).
+(Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: 32 weights per block with their own float16 scale, and a minimum for
+Q4_1 / Q5_1; the K-quants Q4_K, Q5_K, Q6_K: super-blocks of 256 with 6- or 8-bit scales per sub-block of
+32 or 16; and F16 / BF16 matrices, widened to float32 in the kernel).
 
 The integer kernels quantize the activations per block of 32 to int8 (scale = max|x| / 127 per block),
 the way llama.cpp feeds its integer dot products, and multiply with `maddubs` (u8 x s8 -> s16 pairs) and
 `madd` (-> s32); this adds ~0.5% relative error per product for Gaussian activations, more where a block
-holds an outlier. Block formats can instead take the activations in float32 (`Activations.FLOAT32`):
+holds an outlier (K-quants too: their sub-blocks sit inside the blocks of 32). Block formats can instead take the activations in float32 (`Activations.FLOAT32`):
 each block's codes are widened to float and multiplied exactly, then scaled. Work is split over a small
 pool of threads that spin briefly, then yield, then sleep (csrc/pool.cpp), and the same kernels run the
 fused decode step (csrc/decode_step.cpp, runtime/fused_step.py).
@@ -27,19 +29,29 @@ from pathlib import Path
 
 import torch
 
-SOURCES = ("matvec.cpp", "pool.cpp", "decode_step.cpp", "bindings.cpp")
-HEADERS = ("kernels.h", "decode_step.h")
+SOURCES = ("matvec.cpp", "kquants.cpp", "q5_f16.cpp", "dequantize.cpp", "pool.cpp", "decode_step.cpp",
+           "bindings.cpp")
+HEADERS = ("kernels.h", "simd.h", "decode_step.h")
 _module = None
 
 
 class WeightFormat(enum.IntEnum):
-    """How a weight matrix is stored (the values match csrc/kernels.h's Format)."""
+    """How a weight matrix is stored (the values match csrc/kernels.h's Format: ggml's type codes for the
+    block formats, except F16, whose ggml code 1 is PACKED here)."""
 
     F32 = 0
     PACKED = 1
     Q8_0 = 8
     Q4_0 = 2
     Q4_1 = 3
+    Q5_0 = 6
+    Q5_1 = 7
+    Q4_K = 12
+    Q5_K = 13
+    Q6_K = 14
+    BF16 = 30
+    F16 = 31
+    PARTS = 100   # several weights over one input, outputs concatenated (nn.block_linear.BlockRows)
 
 
 class Activations(enum.Enum):
@@ -47,10 +59,18 @@ class Activations(enum.Enum):
 
     FLOAT32 = "float32"   # the activations as they are: the dequantized weights' products, in float32
     INT8 = "int8"         # activations rounded to int8 per block of 32 first (llama.cpp's scheme): integer
-                          # dot products, faster, and ~0.5% relative error per product (tokens may differ)
+                          # dot products, faster, and ~0.5% relative error per product (tokens may differ).
+                          # F16 / BF16 matrices have no integer codes: they always take float32 activations.
 
 
-BLOCK_BYTES = {WeightFormat.Q8_0: 34, WeightFormat.Q4_0: 18, WeightFormat.Q4_1: 20}   # per 32 weights
+# Block format -> (values per block, bytes per block); a row of n values takes n / values * bytes bytes.
+BLOCK_SHAPES = {
+    WeightFormat.Q8_0: (32, 34), WeightFormat.Q4_0: (32, 18), WeightFormat.Q4_1: (32, 20),
+    WeightFormat.Q5_0: (32, 22), WeightFormat.Q5_1: (32, 24),
+    WeightFormat.Q4_K: (256, 144), WeightFormat.Q5_K: (256, 176), WeightFormat.Q6_K: (256, 210),
+    WeightFormat.F16: (1, 2), WeightFormat.BF16: (1, 2),
+}
+BLOCK_BYTES = {fmt: nbytes for fmt, (_, nbytes) in BLOCK_SHAPES.items()}   # bytes per block
 
 
 class KernelUnavailableError(RuntimeError):
@@ -89,12 +109,13 @@ def load_kernel():
     return _module
 
 
-def weight_spec(fmt: WeightFormat, out: int, in_features: int, data: torch.Tensor, *, bits: int = 0,
+def weight_spec(fmt: WeightFormat, out: int, in_features: int, data: torch.Tensor | tuple, *, bits: int = 0,
                 scale: torch.Tensor | None = None, zero: torch.Tensor | None = None,
                 lora: tuple[torch.Tensor, torch.Tensor, float] | None = None,
                 activations: Activations = Activations.INT8) -> tuple:
     """The tuple csrc/decode_step.cpp's make_linear reads: one weight (and optional LoRA factors A, B, scale).
-    `activations` applies to block formats (packed codes always take int8 activations)."""
+    `activations` applies to block formats (packed codes always take int8 activations). For PARTS, `data`
+    is the parts' specs (each without LoRA), whose outputs are concatenated."""
     a, b, s = lora if lora is not None else (None, None, 0.0)
     return (int(fmt), int(bits), int(out), int(in_features), data, scale, zero, a, b, float(s),
             Activations(activations) is Activations.INT8)

@@ -25,7 +25,7 @@ from torch import nn
 
 from openafm.models.decoder import Decoder
 from openafm.models.plan import AttentionKind, Features, FFNKind
-from openafm.nn.block_linear import BlockEmbedding, BlockLinear
+from openafm.nn.block_linear import BlockEmbedding, BlockLinear, BlockRows
 from openafm.nn.lora import LoRALinear
 from openafm.nn.packed_kernel import KernelUnavailableError, WeightFormat, check_cpu, load_kernel, weight_spec
 from openafm.nn.packed_linear import PackedEmbedding, PackedKernel, PackedLinear
@@ -97,7 +97,7 @@ def linear_spec(module: nn.Module, where: str) -> tuple:
     if isinstance(module, LoRALinear):
         lora = (module.lora_A.detach().float(), module.lora_B.detach().float(), module.scale)
         module = module.base
-    if isinstance(module, BlockLinear):
+    if isinstance(module, (BlockLinear, BlockRows)):
         return module.spec(lora)
     if isinstance(module, PackedLinear):
         if module.kernel is not PackedKernel.CPU:

@@ -5,6 +5,8 @@
     dequant.py  ggml tensor data -> float32 with whole-tensor torch ops, bit-identical to gguf-py
     families.py a GGUF of a supported family -> a Hugging Face state dict and config (names, RoPE rows un-permuted,
                 stored rotary factors), with block-format matrices optionally kept as stored
+    quantize.py float32 rows -> ggml block bytes: the K-quants (Q2_K..Q6_K) written from their layouts, the
+                other types through gguf-py (how tests make K-quant files)
 """
 
 from openafm.checkpoint.gguf.dequant import dequantize

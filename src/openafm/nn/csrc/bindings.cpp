@@ -2,8 +2,6 @@
 // dequantize (block formats -> float32, for prefill) and the fused DecodeStep.
 #include <torch/extension.h>
 
-#include <immintrin.h>
-#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -26,6 +24,7 @@ torch::Tensor matvec(torch::Tensor x, const py::tuple& spec, int64_t threads) {
     TORCH_CHECK(x.dtype() == torch::kFloat32 && x.dim() == 2 && x.size(1) == l.w.in,
                 "x must be float32 [M, ", l.w.in, "]");
     TORCH_CHECK(!l.lora_a.defined(), "matvec takes a plain weight (LoRA runs beside it)");
+    TORCH_CHECK_VALUE(l.parts.empty(), "matvec takes one weight; run a PARTS weight's parts one by one");
     x = x.contiguous();
     const int64_t M = x.size(0);
     auto y = torch::empty({M, l.w.out}, x.options());
@@ -41,42 +40,21 @@ torch::Tensor matvec(torch::Tensor x, const py::tuple& spec, int64_t threads) {
     return y;
 }
 
-// Block-format rows uint8 [out, row_bytes] -> float32 [out, in], the same float operations as ggml
-// (d * q, then + m for Q4_1).
+// Block-format rows uint8 [out, row_bytes] -> float32 [out, in], bit-identical to gguf-py's dequantize.
 torch::Tensor dequantize(torch::Tensor data, int64_t format, int64_t in) {
     const Format f = static_cast<Format>(format);
-    const int bb = block_bytes(f);
+    const BlockShape s = block_shape(f);
+    const int64_t rb = row_bytes_for(f, in);
     data = data.contiguous();
-    TORCH_CHECK(data.dtype() == torch::kUInt8 && data.dim() == 2 && data.size(1) == in / G * bb && in % G == 0,
-                "block rows of ", in, " values take ", in / G * bb, " bytes");
-    const int64_t out = data.size(0), nb = in / G;
+    TORCH_CHECK_VALUE(rb >= 0, in, " values is not a whole number of ", s.values, "-value blocks");
+    TORCH_CHECK_VALUE(data.dtype() == torch::kUInt8 && data.dim() == 2 && data.size(1) == rb,
+                      "block rows of ", in, " values take ", rb, " bytes");
+    const int64_t out = data.size(0);
     auto w = torch::empty({out, in}, torch::kFloat32);
     const uint8_t* src = data.data_ptr<uint8_t>();
     float* dst = w.data_ptr<float>();
     at::parallel_for(0, out, 64, [&](int64_t o0, int64_t o1) {
-        for (int64_t o = o0; o < o1; ++o)
-            for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* blk = src + (o * nb + b) * bb;
-                float* y = dst + o * in + b * G;
-                uint16_t h; std::memcpy(&h, blk, 2);
-                const float d = _cvtsh_ss(h);
-                if (f == Format::Q8_0) {
-                    for (int i = 0; i < G; ++i) y[i] = d * (float)(int8_t)blk[2 + i];
-                } else if (f == Format::Q4_0) {
-                    for (int i = 0; i < G / 2; ++i) {
-                        y[i] = d * (float)((blk[2 + i] & 15) - 8);
-                        y[i + 16] = d * (float)((blk[2 + i] >> 4) - 8);
-                    }
-                } else {
-                    std::memcpy(&h, blk + 2, 2);
-                    const float m = _cvtsh_ss(h);
-                    for (int i = 0; i < G / 2; ++i) {
-                        const float lo = d * (float)(blk[4 + i] & 15), hi = d * (float)(blk[4 + i] >> 4);
-                        y[i] = lo + m;
-                        y[i + 16] = hi + m;
-                    }
-                }
-            }
+        dequantize_rows(f, src + o0 * rb, dst + o0 * in, o1 - o0, in);
     });
     return w;
 }

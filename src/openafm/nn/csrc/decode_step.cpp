@@ -2,6 +2,7 @@
 // token per row, with no per-operator dispatch. Matrix products run on the kernels of matvec.cpp.
 #include "decode_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -11,6 +12,46 @@ static torch::Tensor optional_tensor(const py::handle& h) {
     return h.is_none() ? torch::Tensor() : h.cast<torch::Tensor>();
 }
 
+// The weight of a spec (its data field `data`): F32, PACKED, a block format, or PARTS (a tuple of specs).
+static void bind_weight(Linear& l, const py::tuple& spec) {
+    if (l.w.format == Format::PARTS) {
+        int64_t rows = 0;
+        for (const auto& part : spec[4].cast<py::tuple>()) {
+            Linear p = make_linear(part.cast<py::tuple>());
+            TORCH_CHECK_VALUE(p.w.in == l.w.in && p.parts.empty() && !p.lora_a.defined(),
+                              "a part takes the layer's ", l.w.in, " inputs, has no parts and no LoRA");
+            rows += p.w.out;
+            l.parts.push_back(std::move(p));
+        }
+        TORCH_CHECK_VALUE(rows == l.w.out, "parts have ", rows, " rows, expected ", l.w.out);
+        return;
+    }
+    l.keep_data = spec[4].cast<torch::Tensor>().contiguous();
+    l.keep_scale = optional_tensor(spec[5]);
+    l.keep_zero = optional_tensor(spec[6]);
+    TORCH_CHECK(l.keep_data.size(0) == l.w.out, "weight has ", l.keep_data.size(0), " rows, expected ", l.w.out);
+    if (l.w.format == Format::F32) {
+        TORCH_CHECK(l.keep_data.dtype() == torch::kFloat32 && l.keep_data.size(1) == l.w.in,
+                    "float32 weight must be [out, in]");
+        l.w.f32 = l.keep_data.data_ptr<float>();
+        return;
+    }
+    TORCH_CHECK(l.keep_data.dtype() == torch::kUInt8, "quantized weight must be uint8 [out, bytes]");
+    l.w.data = l.keep_data.data_ptr<uint8_t>();
+    l.w.row_bytes = l.keep_data.size(1);
+    if (l.w.format == Format::PACKED) {
+        TORCH_CHECK(l.keep_scale.defined() && l.keep_zero.defined(), "packed weights need scale and zero");
+        l.w.scale = l.keep_scale.data_ptr<float>();
+        l.w.zero = l.keep_zero.data_ptr<float>();
+        return;
+    }
+    const int64_t rb = row_bytes_for(l.w.format, l.w.in);
+    TORCH_CHECK_VALUE(rb >= 0, l.w.in, " values is not a whole number of ", block_shape(l.w.format).values,
+                      "-value blocks");
+    TORCH_CHECK_VALUE(l.w.row_bytes == rb, "block rows of ", l.w.in, " values take ", rb, " bytes, got ",
+                      l.w.row_bytes);
+}
+
 Linear make_linear(const py::tuple& spec) {
     TORCH_CHECK(spec.size() == 11, "a linear spec has 11 fields, got ", spec.size());
     Linear l;
@@ -18,31 +59,11 @@ Linear make_linear(const py::tuple& spec) {
     l.w.bits = spec[1].cast<int>();
     l.w.out = spec[2].cast<int64_t>();
     l.w.in = spec[3].cast<int64_t>();
-    l.keep_data = spec[4].cast<torch::Tensor>().contiguous();
-    l.keep_scale = optional_tensor(spec[5]);
-    l.keep_zero = optional_tensor(spec[6]);
     l.lora_a = optional_tensor(spec[7]);
     l.lora_b = optional_tensor(spec[8]);
     l.lora_scale = spec[9].cast<float>();
     l.w.int8_acts = spec[10].cast<bool>();
-    TORCH_CHECK(l.keep_data.size(0) == l.w.out, "weight has ", l.keep_data.size(0), " rows, expected ", l.w.out);
-    if (l.w.format == Format::F32) {
-        TORCH_CHECK(l.keep_data.dtype() == torch::kFloat32 && l.keep_data.size(1) == l.w.in,
-                    "float32 weight must be [out, in]");
-        l.w.f32 = l.keep_data.data_ptr<float>();
-    } else {
-        TORCH_CHECK(l.keep_data.dtype() == torch::kUInt8, "quantized weight must be uint8 [out, bytes]");
-        l.w.data = l.keep_data.data_ptr<uint8_t>();
-        l.w.row_bytes = l.keep_data.size(1);
-        if (l.w.format == Format::PACKED) {
-            TORCH_CHECK(l.keep_scale.defined() && l.keep_zero.defined(), "packed weights need scale and zero");
-            l.w.scale = l.keep_scale.data_ptr<float>();
-            l.w.zero = l.keep_zero.data_ptr<float>();
-        } else {
-            TORCH_CHECK(l.w.in % G == 0 && l.w.row_bytes == l.w.in / G * block_bytes(l.w.format),
-                        "block rows of ", l.w.in, " values take ", l.w.in / G * block_bytes(l.w.format), " bytes");
-        }
-    }
+    bind_weight(l, spec);
     if (l.lora_a.defined()) {
         l.lora_a = l.lora_a.contiguous();
         l.lora_b = l.lora_b.contiguous();
@@ -93,8 +114,18 @@ void DecodeStep::bind_cache(const py::list& layers) {
 
 void DecodeStep::linear(const Linear& l, const float* x, int64_t M, float* y) {
     const Weight& w = l.w;
-    prepare(w, x, M, qa_, xs_);
-    pool_.parallel_range(w.out, 8, [&](int64_t o0, int64_t o1) { matvec_rows(w, x, qa_, xs_, y, M, o0, o1); });
+    if (l.parts.empty()) {
+        prepare(w, x, M, qa_, xs_);
+        pool_.parallel_range(w.out, 8, [&](int64_t o0, int64_t o1) { matvec_rows(w, x, qa_, xs_, y, M, o0, o1); });
+    }
+    int64_t offset = 0;
+    for (const Linear& part : l.parts) {                 // each part's [M, part out] into its columns of y
+        part_out_.resize(M * part.w.out);
+        linear(part, x, M, part_out_.data());
+        for (int64_t m = 0; m < M; ++m)
+            std::copy_n(part_out_.data() + m * part.w.out, part.w.out, y + m * w.out + offset);
+        offset += part.w.out;
+    }
     if (!l.lora_a.defined()) return;
     const int64_t r = l.lora_a.size(0);
     const float *a = l.lora_a.data_ptr<float>(), *b = l.lora_b.data_ptr<float>();

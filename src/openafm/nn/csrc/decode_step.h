@@ -12,7 +12,8 @@
 namespace openafm {
 
 struct Linear {
-    Weight w;
+    Weight w;                                            // PARTS: only out and in are set
+    std::vector<Linear> parts;                           // PARTS: the weights whose outputs are concatenated
     torch::Tensor keep_data, keep_scale, keep_zero;     // keep the tensors the pointers point into
     torch::Tensor lora_a, lora_b;                        // float32 [r, in], [out, r]; undefined: none
     float lora_scale = 0.f;
@@ -65,7 +66,7 @@ private:
     Pool pool_;
     std::mutex busy_;                                   // one step at a time (scratch buffers, pool)
     QActs qa_;
-    std::vector<float> xs_;
+    std::vector<float> xs_, part_out_;
 };
 
 Linear make_linear(const py::tuple& spec);

@@ -1,8 +1,10 @@
 // openafm's CPU kernels: matrix-vector products over float32, packed 2/4/8-bit and GGUF block weights
-// (Q8_0, Q4_0, Q4_1 kept as stored), and the thread pool that runs them. AVX2 + FMA + F16C.
+// kept as stored (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q4_K, Q5_K, Q6_K, and F16 / BF16 matrices),
+// and the thread pool that runs them. AVX2 + FMA + F16C.
 //
 // Every integer kernel first quantizes the activations to int8 per block of 32 (llama.cpp's scheme):
 //   x[i] ~ d_b * q[i] for i in block b, d_b = max|x| / 127.
+// (K-quant sub-blocks are 32 or 16 values wide, so they sit inside these blocks.)
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -14,17 +16,36 @@
 
 namespace openafm {
 
-constexpr int G = 32;   // values per block (activations and weights)
+constexpr int G = 32;    // values per activation block (and per block of the 32-value formats)
+constexpr int QK = 256;  // values per K-quant super-block
 
+// Block formats use ggml's type codes, except F16 (ggml's 1 is PACKED here).
 enum class Format : int {
     F32 = 0,       // float32 [out, in]
     PACKED = 1,    // pack.py codes [out, in * bits / 8], W = scale[o] * (code - zero[o])
     Q8_0 = 8,      // 34-byte blocks: f16 d | 32 x int8            W = d * q
     Q4_0 = 2,      // 18-byte blocks: f16 d | 16 bytes of nibbles  W = d * (q - 8)
     Q4_1 = 3,      // 20-byte blocks: f16 d | f16 m | nibbles       W = d * q + m
+    Q5_0 = 6,      // 22-byte blocks: f16 d | u32 fifth bits (bit j -> value j) | nibbles   W = d * (q - 16)
+    Q5_1 = 7,      // 24-byte blocks: f16 d | f16 m | u32 fifth bits | nibbles               W = d * q + m
+    Q4_K = 12,     // 144-byte super-blocks of 256: f16 d | f16 dmin | 12 B of 6-bit scales / mins (8 each) |
+                   //   128 B nibbles; sub-block j of 32: W = (d * sc[j]) * q - dmin * m[j]
+    Q5_K = 13,     // 176 B: as Q4_K with 32 B of fifth bits (bit j of byte i -> value i of sub-block j)
+                   //   before the nibbles
+    Q6_K = 14,     // 210 B: 128 B low nibbles | 64 B two-bit highs | 16 x int8 scales | f16 d;
+                   //   sub-block j of 16: W = (d * sc[j]) * (q - 32)
+    BF16 = 30,     // bfloat16 [out, in] (2 bytes per value)
+    F16 = 31,      // float16 [out, in]
+    PARTS = 100,   // several weights over one input, outputs concatenated (decode_step.h's Linear::parts)
 };
 
-int block_bytes(Format f);   // bytes per 32 weights of a block format
+// A block format's unit: `values` weights stored in `bytes` bytes (1 and 2 for the 16-bit float formats).
+struct BlockShape { int values, bytes; };
+BlockShape block_shape(Format f);   // throws std::invalid_argument naming the code for a non-block format
+int64_t row_bytes_for(Format f, int64_t in);   // bytes of a row of `in` values (-1: not whole blocks)
+
+// Block-format rows [rows, row_bytes] -> float32 [rows, in], the float operations of gguf-py's dequantize.
+void dequantize_rows(Format f, const uint8_t* src, float* dst, int64_t rows, int64_t in);
 
 // One weight matrix as the kernels see it (pointers into tensors the caller keeps alive).
 struct Weight {
@@ -58,6 +79,15 @@ void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<
 // formats with int8_acts) or its block sums `xs` (block formats with float32 activations).
 void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
                  int64_t M, int64_t o0, int64_t o1);
+
+// The same, per family (matvec_rows dispatches to them). Each computes every row m < M from one pass over
+// the weights, with per (o, m) the same operations in the same order whatever M is, so a row's result is
+// bit-identical in a batch and alone. F16 / BF16 always take the activations in float32 (no int8 path).
+void kquant_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
+                 int64_t M, int64_t o0, int64_t o1);                                          // kquants.cpp
+void q5_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
+             int64_t M, int64_t o0, int64_t o1);                                              // q5_f16.cpp
+void half_rows(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1);  // q5_f16.cpp
 
 // A fixed set of worker threads for fine-grained parallel work (a decode step runs ~200 regions).
 // Work is claimed in chunks from a shared counter, so a region finishes as soon as its chunks are done:

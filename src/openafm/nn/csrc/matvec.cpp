@@ -1,34 +1,35 @@
 // Matrix-vector kernels (see kernels.h). Each computes y[m, o] = sum_i W[o, i] * x[m, i] for a range of
 // output rows, reading the weight in its stored form.
 #include "kernels.h"
+#include "simd.h"
 
 #include <immintrin.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace openafm {
 
-int block_bytes(Format f) {
+BlockShape block_shape(Format f) {
     switch (f) {
-        case Format::Q8_0: return 34;
-        case Format::Q4_0: return 18;
-        case Format::Q4_1: return 20;
-        default: throw std::invalid_argument("not a block format");
+        case Format::Q8_0: return {G, 34};
+        case Format::Q4_0: return {G, 18};
+        case Format::Q4_1: return {G, 20};
+        case Format::Q5_0: return {G, 22};
+        case Format::Q5_1: return {G, 24};
+        case Format::Q4_K: return {QK, 144};
+        case Format::Q5_K: return {QK, 176};
+        case Format::Q6_K: return {QK, 210};
+        case Format::F16: case Format::BF16: return {1, 2};
+        default: throw std::invalid_argument("format " + std::to_string((int)f) + " is not a block format");
     }
 }
 
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float half(const uint8_t* p) {
-    uint16_t h; std::memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
+int64_t row_bytes_for(Format f, int64_t in) {
+    const BlockShape s = block_shape(f);
+    return in % s.values ? -1 : in / s.values * s.bytes;
 }
 
 void QActs::quantize(const float* x, int64_t rows, int64_t cols) {
@@ -54,23 +55,6 @@ void QActs::quantize(const float* x, int64_t rows, int64_t cols) {
             xsum[m] += ds[m * nb + b];
         }
     }
-}
-
-// 32 unsigned 4-bit codes from 16 bytes: low nibbles are values 0..15, high nibbles 16..31 (ggml and pack.py).
-static inline __m256i nibbles(const uint8_t* p) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i m = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
-}
-
-// int32 lanes of sum(u * s) for unsigned bytes u (< 128) and signed bytes s.
-static inline __m256i dot_us(__m256i u, __m256i s) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
-// int32 lanes of sum(a * b) for signed bytes (|a * b| pairs fit in int16: a, b in [-127, 127]).
-static inline __m256i dot_ss(__m256i a, __m256i b) {
-    return dot_us(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
 template <int BITS>
@@ -110,7 +94,7 @@ static void packed_rows(const Weight& w, const QActs& a, float* y, int64_t M, in
 
 template <Format F>
 static void block_rows(const Weight& w, const QActs& a, float* y, int64_t M, int64_t o0, int64_t o1) {
-    const int64_t nb = a.nb, bb = block_bytes(F);
+    const int64_t nb = a.nb, bb = block_shape(F).bytes;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
         for (int64_t m = 0; m < M; ++m) {
@@ -151,10 +135,6 @@ void block_sums(const float* x, int64_t M, int64_t n, std::vector<float>& xs) {
         }
 }
 
-// 8 codes (bytes) from p -> 8 floats: unsigned nibble values or signed int8.
-static inline __m256 bytes_u8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v8)); }
-static inline __m256 bytes_s8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8)); }
-
 // Block formats times float32 activations: per block, d * sum(q * x) (+ m * sum x, or - 8 d sum x), every
 // product in float32 (no activation rounding; the sum order differs from dequantize-then-matmul).
 template <Format F>
@@ -165,7 +145,7 @@ template <Format F>
 static void block_rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M,
                            int64_t o0, int64_t o1) {
     if (M > 1) return block_rows_f32_batch<F>(w, x, xs, y, M, o0, o1);
-    const int64_t n = w.in, nb = n / G, bb = block_bytes(F);
+    const int64_t n = w.in, nb = n / G, bb = block_shape(F).bytes;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
         for (int64_t m = 0; m < M; ++m) {
@@ -208,7 +188,7 @@ static void block_rows_f32(const Weight& w, const float* x, const std::vector<fl
 template <Format F>
 static void block_rows_f32_batch(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M,
                                  int64_t o0, int64_t o1) {
-    const int64_t n = w.in, nb = n / G, bb = block_bytes(F);
+    const int64_t n = w.in, nb = n / G, bb = block_shape(F).bytes;
     std::vector<__m256> acc(M);
     std::vector<float> extra(M);
     for (int64_t o = o0; o < o1; ++o) {
@@ -296,13 +276,19 @@ static void f32_rows(const Weight& w, const float* x, float* y, int64_t M, int64
 }
 
 void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<float>& xs) {
-    if (w.format == Format::F32) return;
+    if (w.format == Format::F32 || w.format == Format::F16 || w.format == Format::BF16) return;
     if (w.format == Format::PACKED || w.int8_acts) qa.quantize(x, M, w.in);
     else block_sums(x, M, w.in, xs);
 }
 
 void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
                  int64_t M, int64_t o0, int64_t o1) {
+    switch (w.format) {
+        case Format::Q4_K: case Format::Q5_K: case Format::Q6_K: return kquant_rows(w, x, qa, xs, y, M, o0, o1);
+        case Format::Q5_0: case Format::Q5_1: return q5_rows(w, x, qa, xs, y, M, o0, o1);
+        case Format::F16: case Format::BF16: return half_rows(w, x, y, M, o0, o1);
+        default: break;
+    }
     if (w.format != Format::F32 && w.format != Format::PACKED && !w.int8_acts) {
         if (w.format == Format::Q8_0) block_rows_f32<Format::Q8_0>(w, x, xs, y, M, o0, o1);
         else if (w.format == Format::Q4_0) block_rows_f32<Format::Q4_0>(w, x, xs, y, M, o0, o1);
@@ -320,6 +306,7 @@ void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::ve
             else if (w.bits == 8) packed_rows<8>(w, qa, y, M, o0, o1);
             else throw std::invalid_argument("packed weights have 2, 4 or 8 bits");
             return;
+        default: throw std::invalid_argument("no kernel for format " + std::to_string((int)w.format));
     }
 }
 

@@ -1,0 +1,77 @@
+// Small AVX2 helpers the matvec kernels share: horizontal sums, float16 scalars, unpacking codes and
+// widening bytes to floats, and the u8 x s8 integer dot products.
+#pragma once
+#include <immintrin.h>
+#include <cstdint>
+#include <cstring>
+
+namespace openafm {
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float half(const uint8_t* p) {
+    uint16_t h; std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+static inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+static inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 32 unsigned 4-bit codes from 16 bytes: low nibbles are values 0..15, high nibbles 16..31 (ggml and pack.py).
+static inline __m256i nibbles(const uint8_t* p) {
+    const __m128i v = load128(p);
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// The 32 bits of a little-endian u32 as 32 bytes, byte i = bit i ? `value` : 0 (Q5_0 / Q5_1 fifth bits).
+static inline __m256i bits_to_bytes(const uint8_t* p, char value) {
+    uint32_t bits; std::memcpy(&bits, p, 4);
+    const __m256i spread = _mm256_shuffle_epi8(      // byte i <- byte i / 8 of the word (per 128-bit lane)
+        _mm256_set1_epi32((int)bits),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i select = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+    return _mm256_and_si256(set, _mm256_set1_epi8(value));
+}
+
+// int32 lanes of sum(u * s) for unsigned bytes u (< 128) and signed bytes s; lane k covers bytes 4k..4k+3.
+static inline __m256i dot_us(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// int32 lanes of sum(a * b) for signed bytes (|a * b| pairs fit in int16: a, b in [-127, 127]).
+static inline __m256i dot_ss(__m256i a, __m256i b) {
+    return dot_us(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+// 8 codes (bytes) -> 8 floats: unsigned or signed.
+static inline __m256 bytes_u8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v8)); }
+static inline __m256 bytes_s8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8)); }
+
+// 32 byte codes -> 4 x 8 floats (w[0] values 0..7, ..., w[3] values 24..31).
+static inline void widen_u8(__m256i v, __m256 w[4]) {
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    w[0] = bytes_u8(lo); w[1] = bytes_u8(_mm_srli_si128(lo, 8));
+    w[2] = bytes_u8(hi); w[3] = bytes_u8(_mm_srli_si128(hi, 8));
+}
+
+static inline void widen_s8(__m256i v, __m256 w[4]) {
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    w[0] = bytes_s8(lo); w[1] = bytes_s8(_mm_srli_si128(lo, 8));
+    w[2] = bytes_s8(hi); w[3] = bytes_s8(_mm_srli_si128(hi, 8));
+}
+
+// sum_k w[k] * x[8k .. 8k + 7] over `n` vectors (n = 2: 16 values, 4: 32), multiplied then added in order.
+static inline __m256 dot_f32(const __m256* w, const float* x, int n) {
+    __m256 part = _mm256_mul_ps(w[0], _mm256_loadu_ps(x));
+    for (int k = 1; k < n; ++k) part = _mm256_fmadd_ps(w[k], _mm256_loadu_ps(x + 8 * k), part);
+    return part;
+}
+
+}  // namespace openafm
