@@ -21,7 +21,7 @@ from tokenizers import Tokenizer as Backend
 from openafm.tokenizer.errors import TokenizerError
 
 SPACE = "\u2581"  # '▁', SentencePiece's visible space
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # tokenizer.ggml.token_type values
 BYTE_PIECES = [f"<0x{b:02X}>" for b in range(256)]
 
 

@@ -26,11 +26,9 @@ from tokenizers import Tokenizer as Backend
 
 from openafm.tokenizer.errors import TokenizerError
 from openafm.tokenizer.gguf_pre import PRE_TOKENIZERS
-from openafm.tokenizer.gguf_spm import attach_spm, spm_model
+from openafm.tokenizer.gguf_spm import CONTROL, NORMAL, UNKNOWN, USER_DEFINED, attach_spm, spm_model
 
 SUPPORTED_MODELS = ("gpt2", "llama")
-
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
 __all__ = ["PRE_TOKENIZERS", "SUPPORTED_MODELS", "add_bos_eos", "backend_from_gguf", "byte_alphabet",
            "special_token"]
