@@ -9,6 +9,9 @@ engine (e.g. `[sS]` for `(?i:s)`), and tests/tokenizer/test_gguf_pre.py checks t
 multilingual text. Names that share llama.cpp's regex list share an entry, with the two flags llama.cpp
 sets per name: `ignore_merges` (a word that is itself a vocabulary token is not split by merges) and
 the default of `add_bos_token` when the file does not say.
+
+Like llama.cpp, no Unicode normalization is applied: Qwen's own tokenizer.json NFC-normalizes first, so
+text not already in NFC (e.g. 'e' + U+0301) can tokenize differently from transformers for 'qwen2'.
 """
 
 from __future__ import annotations
