@@ -141,8 +141,8 @@ def test_unknown_tokens_and_ids_raise(tokenizer):
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("tokenizer.ggml.model", "llama", "tokenizer.ggml.model 'llama' is not supported"),
-    ("tokenizer.ggml.pre", "qwen2", "tokenizer.ggml.pre 'qwen2' is not supported"),
+    ("tokenizer.ggml.model", "bert", r"tokenizer.ggml.model 'bert' is not supported \(supported: gpt2, llama\)"),
+    ("tokenizer.ggml.pre", "default", r"tokenizer.ggml.pre 'default' is not supported \(supported: .*llama-bpe.*qwen2"),
     ("tokenizer.ggml.pre", None, "tokenizer.ggml.pre None is not supported"),
 ])
 def test_unsupported_gguf_tokenizers_are_named(gguf_file, key, value, message):

@@ -1,7 +1,10 @@
-"""Tokenizers: byte-level BPE from GGUF metadata or tokenizer.json, chat templates, streaming decode, training.
+"""Tokenizers: byte-level or SentencePiece BPE from GGUF metadata or tokenizer.json, chat templates,
+streaming decode, training.
 
     tokenizer.py      Tokenizer: text <-> token ids, special tokens and the chat template
-    gguf_vocab.py     a GGUF file's tokenizer.ggml.* metadata -> a Hugging Face `tokenizers` byte-level BPE
+    gguf_vocab.py     a GGUF file's tokenizer.ggml.* metadata -> a Hugging Face `tokenizers` BPE
+    gguf_pre.py       tokenizer.ggml.pre -> llama.cpp's split regexes as a pre-tokenizer (Llama 3, Qwen2, Tekken, ...)
+    gguf_spm.py       a GGUF SentencePiece ('llama') vocabulary -> BPE with merges ranked by score, byte fallback
     chat_template.py  render a Hugging Face-style Jinja chat template in a sandbox
     stream.py         StreamDecoder: token ids in one at a time, text deltas out, never half a character
     train.py          train a byte-level BPE tokenizer from scratch on an iterator of texts

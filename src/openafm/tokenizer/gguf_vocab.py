@@ -1,77 +1,50 @@
-"""A GGUF file's `tokenizer.ggml.*` metadata -> a Hugging Face `tokenizers` byte-level BPE.
+"""A GGUF file's `tokenizer.ggml.*` metadata -> a Hugging Face `tokenizers` BPE tokenizer.
 
 What the metadata gives and where it goes:
 
-    tokenizer.ggml.model       'gpt2' = byte-level BPE (the only kind supported here)
-    tokenizer.ggml.pre         how text is split before BPE (see PRE_TOKENIZERS)
-    tokenizer.ggml.tokens      the vocabulary, id = position, spelled in GPT-2's byte alphabet
-    tokenizer.ggml.merges      "left right" pairs, highest priority first
+    tokenizer.ggml.model       'gpt2' = byte-level BPE; 'llama' = SentencePiece BPE (see gguf_spm.py)
+    tokenizer.ggml.pre         how byte-level text is split before BPE (see gguf_pre.PRE_TOKENIZERS)
+    tokenizer.ggml.tokens      the vocabulary, id = position ('gpt2': spelled in GPT-2's byte alphabet)
+    tokenizer.ggml.merges      "left right" pairs, highest priority first ('llama': usually absent)
+    tokenizer.ggml.scores      'llama': one score per piece, which ranks the merges when there are none
     tokenizer.ggml.token_type  1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
     tokenizer.ggml.add_bos_token / add_eos_token / add_space_prefix
 
 Control and unknown tokens become special added tokens (matched whole in text, dropped by
 `skip_special_tokens`); user-defined tokens become plain added tokens (matched whole, always decoded),
-as llama.cpp and transformers treat them.
+as llama.cpp and transformers treat them. When the file does not say whether to add BOS/EOS, llama.cpp's
+defaults apply (BOS for 'llama' and for the Llama 3 / Tekken pre-tokenizers).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
-from tokenizers import AddedToken, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, decoders, models, processors
 from tokenizers import Tokenizer as Backend
 
 from openafm.tokenizer.errors import TokenizerError
+from openafm.tokenizer.gguf_pre import PRE_TOKENIZERS
+from openafm.tokenizer.gguf_spm import CONTROL, NORMAL, UNKNOWN, USER_DEFINED, attach_spm, spm_model
 
-SUPPORTED_MODELS = ("gpt2",)
+SUPPORTED_MODELS = ("gpt2", "llama")
 
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
-
-
-def _digits_then_gpt2(add_prefix_space: bool) -> pre_tokenizers.PreTokenizer:
-    # llama.cpp splits with "\p{N}" (each digit alone), then with the GPT-2 regex inside each piece; the
-    # models' own tokenizer.json says the same as Digits(individual_digits) + ByteLevel(use_regex).
-    return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                    pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=True)])
-
-
-def _gpt2(add_prefix_space: bool) -> pre_tokenizers.PreTokenizer:
-    return pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=True)
-
-
-# tokenizer.ggml.pre -> pre-tokenizer. Names sharing one entry share one regex list in llama.cpp.
-PRE_TOKENIZERS: dict[str, Callable[[bool], pre_tokenizers.PreTokenizer]] = {
-    "smollm": _digits_then_gpt2,
-    "starcoder": _digits_then_gpt2,
-    "gpt2": _gpt2,
-}
+__all__ = ["PRE_TOKENIZERS", "SUPPORTED_MODELS", "add_bos_eos", "backend_from_gguf", "byte_alphabet",
+           "special_token"]
 
 
 def backend_from_gguf(metadata: dict[str, Any]) -> Backend:
-    """The byte-level BPE tokenizer (pre-tokenizer, decoder, added tokens, BOS/EOS post-processor)."""
+    """The tokenizer: model, pre-tokenizer or normalizer, decoder, added tokens, BOS/EOS post-processor."""
     model = metadata.get("tokenizer.ggml.model")
     if model not in SUPPORTED_MODELS:
         raise TokenizerError(f"tokenizer.ggml.model {model!r} is not supported "
                              f"(supported: {', '.join(SUPPORTED_MODELS)})")
-    pre = metadata.get("tokenizer.ggml.pre")  # llama.cpp's fallback when missing ('default') is not GPT-2's
-    if pre not in PRE_TOKENIZERS:
-        raise TokenizerError(f"tokenizer.ggml.pre {pre!r} is not supported "
-                             f"(supported: {', '.join(PRE_TOKENIZERS)})")
     tokens: list[str] = _need(metadata, "tokenizer.ggml.tokens")
     types: list[int] = metadata.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens)
     if len(types) != len(tokens):
         raise TokenizerError(f"tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens")
-
-    vocab = _vocab(tokens, types)
-    merges = _merges(_need(metadata, "tokenizer.ggml.merges"))
-    try:
-        backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
-    except Exception as e:  # the Rust side raises a bare Exception, e.g. for a merge of unknown tokens
-        raise TokenizerError(f"the GGUF tokens and merges do not form a BPE model: {e}") from None
-    backend.pre_tokenizer = PRE_TOKENIZERS[pre](bool(metadata.get("tokenizer.ggml.add_space_prefix", False)))
-    backend.decoder = decoders.ByteLevel()
+    backend = _byte_level(metadata, tokens, types) if model == "gpt2" else _sentencepiece(metadata, tokens, types)
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False)
                                 for t, kind in zip(tokens, types) if kind in (CONTROL, UNKNOWN)])
     backend.add_tokens([AddedToken(t, special=False, normalized=False)
@@ -82,6 +55,44 @@ def backend_from_gguf(metadata: dict[str, Any]) -> Backend:
     post = _post_processor(metadata)
     if post is not None:
         backend.post_processor = post
+    return backend
+
+
+def add_bos_eos(metadata: dict[str, Any]) -> tuple[bool, bool]:
+    """Whether encoding with special tokens adds BOS / EOS: the file's add_bos_token / add_eos_token, else
+    llama.cpp's default for the tokenizer kind (BOS for 'llama', 'llama-bpe' and 'tekken'; EOS never)."""
+    if metadata.get("tokenizer.ggml.model") == "llama":
+        default_bos = True
+    else:
+        spec = PRE_TOKENIZERS.get(metadata.get("tokenizer.ggml.pre"))  # type: ignore[arg-type]
+        default_bos = spec is not None and spec.add_bos
+    add_bos = metadata.get("tokenizer.ggml.add_bos_token")
+    return (default_bos if add_bos is None else bool(add_bos),
+            bool(metadata.get("tokenizer.ggml.add_eos_token", False)))
+
+
+def _byte_level(metadata: dict[str, Any], tokens: list[str], types: list[int]) -> Backend:
+    pre = metadata.get("tokenizer.ggml.pre")  # llama.cpp's fallback when missing ('default') is not GPT-2's
+    if pre not in PRE_TOKENIZERS:
+        raise TokenizerError(f"tokenizer.ggml.pre {pre!r} is not supported "
+                             f"(supported: {', '.join(sorted(PRE_TOKENIZERS))})")
+    spec = PRE_TOKENIZERS[pre]
+    vocab = _vocab(tokens, types, respell=True)
+    merges = _merges(_need(metadata, "tokenizer.ggml.merges"))
+    try:
+        backend = Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False,
+                                     ignore_merges=spec.ignore_merges))
+    except Exception as e:  # the Rust side raises a bare Exception, e.g. for a merge of unknown tokens
+        raise TokenizerError(f"the GGUF tokens and merges do not form a BPE model: {e}") from None
+    backend.pre_tokenizer = spec(bool(metadata.get("tokenizer.ggml.add_space_prefix", False)))
+    backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+def _sentencepiece(metadata: dict[str, Any], tokens: list[str], types: list[int]) -> Backend:
+    merges = _merges(metadata["tokenizer.ggml.merges"]) if metadata.get("tokenizer.ggml.merges") else None
+    backend = Backend(spm_model(metadata, _vocab(tokens, types, respell=False), types, merges))
+    attach_spm(backend, bool(metadata.get("tokenizer.ggml.add_space_prefix", True)))  # llama.cpp's default
     return backend
 
 
@@ -106,13 +117,14 @@ def byte_alphabet() -> dict[int, str]:
     return alphabet
 
 
-def _vocab(tokens: list[str], types: list[int]) -> dict[str, int]:
-    """Token -> id. A normal token written with characters outside the byte alphabet (some converters
-    store decoded text) is respelled in it; added tokens keep their text, which is what text matches."""
+def _vocab(tokens: list[str], types: list[int], respell: bool) -> dict[str, int]:
+    """Token -> id, in id order. With `respell` (byte-level BPE), a normal token written with characters
+    outside the byte alphabet (some converters store decoded text) is respelled in it; added tokens keep
+    their text, which is what text matches."""
     letters = set(byte_alphabet().values())
     vocab: dict[str, int] = {}
     for token_id, (token, kind) in enumerate(zip(tokens, types)):
-        if kind == NORMAL and not letters.issuperset(token):
+        if respell and kind == NORMAL and not letters.issuperset(token):
             token = "".join(byte_alphabet()[b] for b in token.encode("utf-8"))
         if token in vocab:
             raise TokenizerError(f"token {token!r} appears twice in the vocabulary (ids {vocab[token]} and {token_id})")
@@ -132,11 +144,12 @@ def _merges(merges: list[str]) -> list[tuple[str, str]]:
 def _post_processor(metadata: dict[str, Any]) -> processors.PostProcessor | None:
     """BOS/EOS around the text when `encode(..., add_special_tokens=True)` and the file asks for them."""
     ends: dict[str, tuple[str, int]] = {}  # 'bos' / 'eos' -> (token, id)
-    for key in ("bos", "eos"):
-        if metadata.get(f"tokenizer.ggml.add_{key}_token", False):
+    for key, add in zip(("bos", "eos"), add_bos_eos(metadata)):
+        if add:
             token = special_token(metadata, f"{key}_token_id")
             if token is None:
-                raise TokenizerError(f"tokenizer.ggml.add_{key}_token is set but tokenizer.ggml.{key}_token_id is not")
+                why = "is set" if f"tokenizer.ggml.add_{key}_token" in metadata else "defaults to True for this kind"
+                raise TokenizerError(f"tokenizer.ggml.add_{key}_token {why} but tokenizer.ggml.{key}_token_id is not")
             ends[key] = (token, metadata[f"tokenizer.ggml.{key}_token_id"])
     if not ends:
         return None
@@ -146,5 +159,5 @@ def _post_processor(metadata: dict[str, Any]) -> processors.PostProcessor | None
 
 def _need(metadata: dict[str, Any], key: str) -> Any:
     if key not in metadata:
-        raise TokenizerError(f"the GGUF metadata has no {key!r}; cannot build a byte-level BPE tokenizer")
+        raise TokenizerError(f"the GGUF metadata has no {key!r}; cannot build its tokenizer")
     return metadata[key]

@@ -1,5 +1,6 @@
 """`Tokenizer`: text <-> token ids, special tokens and the chat template, over a Hugging Face
-`tokenizers.Tokenizer` built from a GGUF file's metadata or read from a tokenizer.json.
+`tokenizers.Tokenizer` built from a GGUF file's metadata (byte-level or SentencePiece BPE) or read from a
+tokenizer.json.
 
     tok = Tokenizer.from_gguf_metadata(read_gguf(path).metadata)
     ids = tok.encode("<|im_start|>user\\nHi<|im_end|>")      # special tokens in text stay whole
@@ -18,7 +19,7 @@ from tokenizers import Tokenizer as Backend
 
 from openafm.tokenizer.chat_template import render_chat_template
 from openafm.tokenizer.errors import ChatTemplateError, TokenizerError
-from openafm.tokenizer.gguf_vocab import backend_from_gguf, special_token
+from openafm.tokenizer.gguf_vocab import add_bos_eos, backend_from_gguf, special_token
 
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
@@ -49,14 +50,14 @@ class Tokenizer:
     @classmethod
     def from_gguf_metadata(cls, metadata: dict[str, Any]) -> Tokenizer:
         """From the `tokenizer.*` keys of a GGUF file (see `openafm.checkpoint.gguf.read_gguf`)."""
+        add_bos, add_eos = add_bos_eos(metadata)
         return cls(backend_from_gguf(metadata),
                    bos_token=special_token(metadata, "bos_token_id"),
                    eos_token=special_token(metadata, "eos_token_id"),
                    pad_token=special_token(metadata, "padding_token_id"),
                    unk_token=special_token(metadata, "unknown_token_id"),
                    chat_template=metadata.get("tokenizer.chat_template"),
-                   add_bos_token=bool(metadata.get("tokenizer.ggml.add_bos_token", False)),
-                   add_eos_token=bool(metadata.get("tokenizer.ggml.add_eos_token", False)),
+                   add_bos_token=add_bos, add_eos_token=add_eos,
                    source=f"GGUF tokenizer ({metadata.get('general.name', 'unnamed model')})")
 
     @classmethod
