@@ -23,7 +23,7 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 VOCAB = 256 + len(MERGES) + len(VOCAB_SPECIALS)          # 263
 SHAPE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6, bos_token_id=262, eos_token_id=261)
+             num_key_value_heads=2, max_position_embeddings=2048, rms_norm_eps=1e-6, bos_token_id=262, eos_token_id=261)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +67,10 @@ def _gemma3():
 
 def _phi3():
     half = 8
-    return tf.Phi3ForCausalLM(tf.Phi3Config(**SHAPE, pad_token_id=260, original_max_position_embeddings=64, rope_scaling={
+    return tf.Phi3ForCausalLM(tf.Phi3Config(**SHAPE | {"max_position_embeddings": 8192}, pad_token_id=260,
+                                            original_max_position_embeddings=2048, rope_scaling={
         "rope_type": "longrope", "short_factor": [1.0 + 0.25 * i for i in range(half)],
-        "long_factor": [2.0 + i for i in range(half)], "original_max_position_embeddings": 64}))
+        "long_factor": [2.0 + i for i in range(half)], "original_max_position_embeddings": 2048}))
 
 
 def _mixtral():

@@ -7,7 +7,7 @@ import pytest
 import torch
 from tiny import make_tiny
 
-from openafm.runtime.kv_cache import KVCache
+from openafm.runtime.kv_cache import KVCache, Sliding
 from openafm.runtime.row_cache import RowCache, RowCacheUnsupported
 
 
@@ -96,8 +96,11 @@ def test_rows_survive_splices_steps_compaction_growth_moves_and_shrinking(config
     assert rc.capacity < grown                               # the long rows are gone: memory given back
 
 
-def test_sliding_windows_shorter_than_the_context_raise():
+def test_sliding_layers_are_held_whole_and_ring_caches_cannot_be_spliced():
     plan = make_tiny("afm-server-dense-tiny").kv_plan                 # 3 sliding (window 16) + 1 global NoPE
-    with pytest.raises(RowCacheUnsupported, match="window 16 < max_capacity 17"):
-        RowCache(plan, rows=2, capacity=8, max_capacity=17)
-    RowCache(plan, rows=2, capacity=8, max_capacity=16)               # a window that never wraps is a full layer
+    rc = RowCache(plan, rows=2, capacity=8, max_capacity=64)          # windows shorter than the context: whole
+    ring = KVCache(plan, batch_size=1, capacity=32)                   # rings of 16 slots
+    with pytest.raises(RowCacheUnsupported, match=r"sliding-window layers are stored whole \(KVCache\(sliding"):
+        rc.splice(0, ring, 20)
+    whole = KVCache(plan, batch_size=1, capacity=32, sliding=Sliding.FULL)
+    assert all(s is None or s[5] == 0 for s in (whole.layer_storage(i) for i in range(plan.n_layers)))

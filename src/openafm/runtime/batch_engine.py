@@ -33,7 +33,7 @@ from openafm.models.decoder import Logits
 from openafm.runtime.cancel import CancelToken
 from openafm.runtime.fused_step import StepKind, choose_step
 from openafm.runtime.generate import PREFILL_CHUNK, FinishReason
-from openafm.runtime.kv_cache import KVCache
+from openafm.runtime.kv_cache import KVCache, Sliding
 from openafm.runtime.row_cache import RowCache
 from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
@@ -331,7 +331,7 @@ class BatchEngine:
     def _prefill_cache(self, prompt: list[int]) -> tuple[KVCache, int]:
         """A single-row cache for `prompt`, holding the longest reusable prefix; -> (cache, tokens held)."""
         cache = KVCache(self.model.kv_plan, batch_size=1, capacity=len(prompt), dtype=self.cache.dtype,
-                        device=self.cache.device)
+                        device=self.cache.device, sliding=Sliding.FULL)      # spliced into the row cache as is
         best, best_len = None, 0
         for key, entry in self._prefixes.items():
             n = _common_prefix(key, prompt)

@@ -156,19 +156,26 @@ def _ring_slots(t0: int, t: int, window: int, device) -> tuple[torch.Tensor, int
     return torch.arange(t0 + t - keep, t0 + t, device=device) % window, keep
 
 
+class Sliding(enum.Enum):
+    """How a sliding-window layer is stored."""
+
+    RING = "ring"      # `window` slots, step mod window (memory of the window)
+    FULL = "full"      # every step, keys masked by the window (a cache whose rows are copied elsewhere: the engine)
+
+
 class KVCache:
     """Per-layer storage for one batch of sequences, up to `capacity` time steps."""
 
     def __init__(self, config: DecoderConfig, *, batch_size: int, capacity: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
-                 storage: KVStorage = KVStorage.NATIVE):
+                 storage: KVStorage = KVStorage.NATIVE, sliding: Sliding = Sliding.RING):
         if not isinstance(storage, KVStorage):
             raise ValueError(f"storage={storage!r} is not a KVStorage; use one of "
                              f"{[f'KVStorage.{k.name}' for k in KVStorage]}")
         if capacity > config.max_seq_len:
             raise ContextWindowExceededError(capacity, config.max_seq_len)
         self.config, self.capacity, self.batch_size = config, capacity, batch_size
-        self.dtype, self.device, self.storage = dtype, torch.device(device), storage
+        self.dtype, self.device, self.storage, self.sliding = dtype, torch.device(device), storage, Sliding(sliding)
         self.steps = 0           # time steps written so far (shared by all rows)
         self.padded = False      # whether any stored slot is left padding
         hkv, dh = config.n_kv_heads, config.attn_head_dim
@@ -178,7 +185,7 @@ class KVCache:
             if not spec.owns_kv:
                 self.layers.append(None)
                 continue
-            window = _group(spec, capacity)
+            window = self._group_of(spec)
             slots = capacity if window is None else window
             self._pos.setdefault(window, torch.full((batch_size, slots), -1, dtype=torch.long, device=device))
             cls = FullLayerCache if window is None else RingLayerCache
@@ -213,12 +220,16 @@ class KVCache:
 
     def write(self, layer: int, spec: LayerSpec, k: torch.Tensor, v: torch.Tensor) -> LayerKV:
         k_all, v_all = self.layers[layer].write(self.steps, k, v)
-        k_pos, layout = self._visible[_group(spec, self.capacity)]
+        k_pos, layout = self._visible[self._group_of(spec)]
         kv = self._written[layer] = LayerKV(k_all, v_all, k_pos, layout)
         return kv
 
     def read(self, layer: int) -> LayerKV:
         return self._written[layer]
+
+    def _group_of(self, spec: LayerSpec) -> int | None:
+        """The slot group of an owner layer here: its ring's window, or None (stored whole)."""
+        return _group(spec, self.capacity) if self.sliding is Sliding.RING else None
 
     def end(self, positions: torch.Tensor) -> None:
         self.steps += self._t
@@ -233,7 +244,7 @@ class KVCache:
         if capacity <= self.capacity:
             return self
         new = KVCache(self.config, batch_size=self.batch_size, capacity=capacity,
-                      dtype=self.dtype, device=self.device, storage=self.storage)
+                      dtype=self.dtype, device=self.device, storage=self.storage, sliding=self.sliding)
         new.steps, new.padded = self.steps, self.padded
         for old_layer, new_layer in zip(self.layers, new.layers):
             if old_layer is not None:

@@ -17,8 +17,9 @@ fused, with one query position per row.
 - `view(n)` is the nn.kv store (begin/write/read/end) and fused-step view (`layer_storage`) over rows
   [0, n): contiguous slices of the same storage.
 
-Only full-attention layers and float32 storage: a sliding-window ring (slot = step mod window) would need
-its slots rotated when rows move, and int8 storage its scales; both raise (`RowCacheUnsupported`).
+Float32 storage only (int8 storage would need its scales moved too: it raises `RowCacheUnsupported`). A
+sliding-window layer is held like a full one, every step, its keys masked by the window (a ring, slot = step mod
+window, would need its slots rotated when rows move): correct, with the memory of max_capacity, not of the window.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from __future__ import annotations
 import torch
 
 from openafm.errors import ContextWindowExceededError
-from openafm.models.plan import AttentionKind, DecoderConfig
+from openafm.models.plan import DecoderConfig
 from openafm.nn.kv import KeyLayout, LayerKV
-from openafm.runtime.kv_cache import KVCache, KVStorage
+from openafm.runtime.kv_cache import KVCache, KVStorage, Sliding
 
 
 class RowCacheUnsupported(ValueError):
@@ -38,11 +39,6 @@ class RowCacheUnsupported(ValueError):
 class RowCache:
     def __init__(self, config: DecoderConfig, *, rows: int, capacity: int, max_capacity: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
-        for i, spec in enumerate(config.layers):
-            if spec.attention is AttentionKind.SLIDING_ROPE and spec.window < max_capacity:
-                raise RowCacheUnsupported(f"layer {i} is a sliding-window layer (window {spec.window} < "
-                                          f"max_capacity {max_capacity}): the row cache holds full-attention "
-                                          f"layers only; lower max_capacity to {spec.window} or below")
         if dtype != torch.float32:
             raise RowCacheUnsupported(f"dtype={dtype}: the row cache holds float32 K/V (the fused step's)")
         if max_capacity > config.max_seq_len:
@@ -69,6 +65,9 @@ class RowCache:
         """Copy the first `length` steps of a single-row cache (positions 0..length-1) into `row`."""
         if source.storage is not KVStorage.NATIVE or source.batch_size != 1 or source.padded:
             raise RowCacheUnsupported("splice takes an unpadded single-row float32 KVCache")
+        if source.sliding is not Sliding.FULL and any(w is not None for w in source._pos):
+            raise RowCacheUnsupported("splice takes a cache whose sliding-window layers are stored whole "
+                                      "(KVCache(sliding=Sliding.FULL)), not as rings")
         if self.lengths[row]:
             raise ValueError(f"row {row} is in use ({self.lengths[row]} tokens); release it first")
         if length > self.steps:

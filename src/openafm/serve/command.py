@@ -7,7 +7,7 @@ import sys
 
 import uvicorn
 
-from openafm.api import DEFAULT_MODEL
+from openafm.api import DEFAULT_MODEL, load
 from openafm.runtime.batch_engine import EngineConfig
 from openafm.serve.app import MAX_BODY, create_app
 from openafm.serve.engine_front import Served, served_weights
@@ -28,8 +28,9 @@ def register(subparsers) -> None:
     p.add_argument("--max-batch", type=int, default=EngineConfig.max_batch, help="rows decoded together")
     p.add_argument("--max-queue", type=int, default=EngineConfig.max_queue,
                    help="requests waiting for a row; beyond it the server answers 429 with Retry-After")
-    p.add_argument("--max-context", type=int, default=EngineConfig.max_context,
-                   help="prompt + completion tokens of one request")
+    p.add_argument("--max-context", type=int, default=None,
+                   help=f"prompt + completion tokens of one request (default {EngineConfig.max_context}, or the "
+                        f"model's context window where that is shorter)")
     p.add_argument("--weights", default="auto", choices=["auto", "native", "native-int8", "float32", "bfloat16"],
                    help="how a GGUF's weights are held (openafm.load): auto = native blocks, or float32 when "
                         "--adapter is given (adapters attach to the dequantized weights they were trained on)")
@@ -48,9 +49,14 @@ def parse_adapters(specs: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=args.max_context)
     adapters = parse_adapters(args.adapter)
-    served = Served.load(args.model, adapters, config, weights=args.weights).start()
+    lm = load(args.model, weights=served_weights(args.weights, adapters))
+    window = lm.model.kv_plan.max_seq_len
+    max_context = args.max_context if args.max_context is not None else min(EngineConfig.max_context, window)
+    config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=max_context)
+    served = Served(lm, adapters, config).start()
+    if args.max_context is None and window < EngineConfig.max_context:
+        print(f"openafm serve: --max-context {max_context} (the model's context window)", file=sys.stderr)
     print(f"openafm serve: {', '.join(served.models)} ({served_weights(args.weights, adapters)} weights, decode "
           f"step {served.default.engine.step_kind}) on http://{args.host}:{args.port}/ (playground at /)",
           file=sys.stderr)
