@@ -153,11 +153,11 @@ def gguf_tensor_bytes(path: Path) -> int:
     return sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
 
 
-def measure_rss(fmt: str, threads: int, tokens: int = 8) -> dict:
-    """benchmarks/_decode_rss.py FORMAT in a fresh process -> its JSON row."""
+def measure_rss(fmt: str, threads: int, tokens: int = 8, model: str | None = None) -> dict:
+    """benchmarks/_decode_rss.py FORMAT in a fresh process -> its JSON row (`model`: a name or GGUF path)."""
     script = Path(__file__).with_name("_decode_rss.py")
-    done = subprocess.run([sys.executable, str(script), fmt, "--tokens", str(tokens), "--threads", str(threads)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, str(script), fmt, "--tokens", str(tokens), "--threads", str(threads),
+                           *(["--model", model] if model else [])], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{script.name} {fmt} exited with {done.returncode}: {done.stderr[-600:]}")
     return json.loads(done.stdout)

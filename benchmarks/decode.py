@@ -17,6 +17,10 @@ this process, after openafm set OMP_WAIT_POLICY=PASSIVE (unless the environment 
 sleep when idle as openafm's do (`omp_wait_policy` in the output); on this 2-core machine, in separate processes,
 its quiet decode and 512-token prefill were the same with the policy unset (spinning): ~150-160 tok/s, ~1.24 s.
 
+Against llama.cpp's own engine (`llama-bench`, built by `make bench-deps`; benchmarks/_llama_bench.py): decode and
+512-token prefill on the shipped Q4_1 file and on the same model requantized to Q4_K_M by llama-quantize, with the
+Q4_K_M model's resident memory over file + KV cache (`--only llama-bench` runs just that part).
+
     python benchmarks/decode.py --json --repeats 3
 """
 
@@ -53,6 +57,7 @@ from _decode_measures import (
     model_bytes_per_token,
     weight_format,
 )
+from _llama_bench import compare, requantized, tools_missing
 from openafm.checkpoint.packaged import default_gguf_path
 
 FORMATS = (Weights.NATIVE, Weights.NATIVE_INT8, Weights.FLOAT32, Weights.BFLOAT16)
@@ -77,10 +82,17 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=64, help="new tokens per generation (exactly; EOS is ignored)")
     p.add_argument("--long-prompt", type=int, default=512, help="tokens of the long prompt (default 512)")
     p.add_argument("--agreement-tokens", type=int, default=32, help="greedy tokens per agreement prompt")
+    p.add_argument("--only", choices=["llama-bench"], default=None, help="run only the llama-bench comparison")
     args = p.parse_args()
     start, load_start = time.perf_counter(), os.getloadavg()[0]
     threads = torch.get_num_threads()
     gguf = default_gguf_path()
+    if args.only == "llama-bench":
+        out = {"threads": threads, **llama_bench_section(args, gguf, threads)}
+        out["wall_seconds"] = time.perf_counter() - start
+        out["loadavg_1min"] = {"start": load_start, "end": os.getloadavg()[0]}
+        emit(out, args.json)
+        return
 
     log("loading openafm per weight format, transformers and llama.cpp from the same GGUF ...")
     models, loaded_by, unavailable, load_seconds = {}, {}, {}, {}
@@ -185,10 +197,34 @@ def main() -> None:
         "ratio_ttft_transformers_over_openafm": _ratio(ttft("transformers_fp32", "short"), ttft("openafm_fp32", "short")),
         "greedy_tokens_identical_fp32": tokens_of["openafm_fp32"] == tokens_of["transformers_fp32"],
         "targets": TARGETS,
+        **llama_bench_section(args, gguf, threads),
     }
     out["wall_seconds"] = time.perf_counter() - start
     out["loadavg_1min"] = {"start": load_start, "end": os.getloadavg()[0]}   # others' work on this machine
     emit(out, args.json)
+
+
+def llama_bench_section(args, gguf, threads: int) -> dict:
+    """The llama-bench comparison (Q4_1 as shipped, Q4_K_M requantized) and the Q4_K_M model's RSS."""
+    missing = tools_missing()
+    if missing:
+        log(f"llama-bench comparison: not measured: {missing}")
+        return {"llama_bench_missing": missing}
+    files = {"q4_1": gguf, "q4_k_m": requantized(gguf, "Q4_K_M")}
+    native = load(Weights.NATIVE, str(files["q4_k_m"]))[0]
+    short, long = native.encode(PROMPT), long_prompt_ids(native, args.long_prompt)
+    del native
+    log(f"llama-bench vs openafm (native weights), {args.repeats} interleaved rounds ...")
+    rows = compare(files, lambda path: load(Weights.NATIVE, str(path))[0], short, long, args.tokens, threads,
+                   args.repeats)
+    rss = measure_rss(Weights.NATIVE.value, threads, model=str(files["q4_k_m"]))
+    return {"llama_bench": rows, "q4k_rss": rss,
+            "q4k_ratio_vs_llama_bench": rows["q4_k_m"]["decode_ratio"],
+            "q4k_prefill_ratio_vs_llama_bench": rows["q4_k_m"]["prefill_ratio"],
+            "q41_ratio_vs_llama_bench": rows["q4_1"]["decode_ratio"],
+            "q41_prefill_ratio_vs_llama_bench": rows["q4_1"]["prefill_ratio"],
+            "q4k_rss_over_file_plus_kv": rss_over_file_plus_kv(rss, rows["q4_k_m"]["file_bytes"]),
+            "llama_bench_targets": {"decode_ratio": 0.9, "prefill_ratio": 0.8, "rss_over_file_plus_kv": 1.3}}
 
 
 if __name__ == "__main__":
