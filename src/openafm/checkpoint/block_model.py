@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from openafm.checkpoint.families import config_from_hf
-from openafm.checkpoint.family_weights import concatenate, state_dict_from_hf
+from openafm.checkpoint.family_weights import check_fits, concatenate, state_dict_from_hf
 from openafm.checkpoint.gguf import GGMLType, load_gguf_hf
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model
@@ -42,6 +42,7 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
     config = config_from_hf(hf_config, str(path))
     state, provenance = state_dict_from_hf(hf_sd, config, str(path), join=_join_keeping(kept, str(path)))
     model = build_model(config, device="meta")
+    check_fits(state, provenance, {k: v.shape for k, v in model.state_dict().items()}, str(path))
     for name in [n for n, v in state.items() if isinstance(v, MixedParts)]:
         in_features = model.get_submodule(module_path(name)).weight.shape[1]
         layer = BlockRows([BlockLinear(blocks.clone(), NATIVE_TYPES[kept[n]], in_features, activations)

@@ -88,6 +88,26 @@ def state_dict_from_hf(hf_sd: dict[str, torch.Tensor], config: DecoderConfig, so
     return out, src.provenance
 
 
+def check_fits(state: dict[str, object], provenance: Provenance, expected: dict[str, torch.Size], source: str) -> None:
+    """Every tensor has the shape the config (read from the file's metadata) needs, else CheckpointError naming
+    the tensor and the source tensors it was made from. Quantized blocks (uint8 [rows, bytes]) are checked by
+    rows; kept-apart parts (a list) by their rows together."""
+    wrong = []
+    for name, value in state.items():
+        want = expected.get(name)
+        if want is None:
+            continue
+        parts = value if isinstance(value, list) else [value]
+        rows = sum(p.shape[0] for p in parts)
+        blocks = not parts[0].is_floating_point()
+        if (blocks and rows != want[0]) or (not blocks and tuple(value.shape) != tuple(want)):
+            got = f"{rows} rows" if blocks else f"shape {tuple(value.shape)}"
+            need = f"{want[0]} rows" if blocks else f"shape {tuple(want)}"
+            wrong.append(f"{name} (from {', '.join(provenance.get(name, [name]))}) has {got}; the config needs {need}")
+    if wrong:
+        raise CheckpointError(f"{source}: tensors do not fit the model the metadata describes: {'; '.join(wrong[:3])}")
+
+
 def _attention(src: _Source, out: dict, hf: str, ours: str, config: DecoderConfig) -> None:
     a = hf + "self_attn."
     if src.has(a + "qkv_proj.weight"):                                          # Phi-3

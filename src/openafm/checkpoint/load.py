@@ -22,7 +22,7 @@ import torch
 from openafm.checkpoint.block_model import load_block_model
 from openafm.checkpoint.compressed import COMPRESSED_FILE, is_compressed_checkpoint, load_compressed
 from openafm.checkpoint.families import config_from_hf
-from openafm.checkpoint.family_weights import state_dict_from_hf
+from openafm.checkpoint.family_weights import check_fits, state_dict_from_hf
 from openafm.checkpoint.gguf import load_gguf_hf
 from openafm.checkpoint.hf import is_hf_checkpoint, load_hf
 from openafm.checkpoint.native import is_native_checkpoint, load_checkpoint
@@ -189,7 +189,10 @@ def _build_gguf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
                            source=f"GGUF {path} (native weights: {types}; {activations.value} activations)")
     hf_sd, hf_config, _ = load_gguf_hf(path)
     config = config_from_hf(hf_config, str(path))
-    model = build_with_weights(config, state_dict_from_hf(hf_sd, config, str(path))[0], str(path))
+    state, provenance = state_dict_from_hf(hf_sd, config, str(path))
+    check_fits(state, provenance, {k: v.shape for k, v in build_model(config, device="meta").state_dict().items()},
+               str(path))
+    model = build_with_weights(config, state, str(path))
     return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
                        source=f"GGUF {path}")
 
