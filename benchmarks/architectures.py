@@ -67,7 +67,8 @@ def llama_cpp_diff(path: Path, ref: torch.Tensor) -> float | str:
     except ImportError as e:
         return f"not measured: llama_cpp is not importable ({e}); run `make bench-deps`"
     try:
-        llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2)
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, verbose=False, n_threads=2,
+                              type_k=0, type_v=0)      # float32 K/V (its default, float16, adds ~1e-3)
     except Exception as e:                      # noqa: BLE001 - llama.cpp refuses the file: say so in the result
         return f"not measured: llama.cpp cannot load it ({type(e).__name__}: {e})"
     llm.eval(IDS)

@@ -190,7 +190,7 @@ def _metadata(w: gguf_py.GGUFWriter, arch: str, cfg, name: str) -> None:
     backend = tokenizer_backend()
     vocab = sorted(backend.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
+    w.add_tokenizer_pre("gpt-2")               # llama.cpp's name of GPT-2's split
     w.add_token_list([t for t, _ in vocab])
     w.add_token_types([3 if t in VOCAB_SPECIALS else 1 for t, _ in vocab])
     w.add_token_merges([f"{a} {b}" for a, b in MERGES])
