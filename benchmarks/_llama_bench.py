@@ -45,9 +45,12 @@ def requantized(source: Path, qtype: str) -> Path:
 
 
 def llama_bench(path: Path, threads: int, prompt: int, tokens: int) -> dict:
-    """One llama-bench run (-r 1) -> {"prefill_tok_s", "decode_tok_s"}."""
+    """One llama-bench run (-r 1) -> {"prefill_tok_s", "decode_tok_s"}. Its own environment: without the
+    OMP_WAIT_POLICY=PASSIVE decode.py sets for the in-process binding, which makes llama-bench's decode 3x slower
+    here (40 vs 134 tok/s); llama.cpp is measured at its best."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     done = subprocess.run([str(TOOLS / "llama-bench"), "-m", str(path), "-t", str(threads), "-p", str(prompt),
-                           "-n", str(tokens), "-r", "1", "-o", "json"], capture_output=True, text=True)
+                           "-n", str(tokens), "-r", "1", "-o", "json"], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"llama-bench failed ({done.returncode}): {done.stderr[-800:]}")
     rows = json.loads(done.stdout)

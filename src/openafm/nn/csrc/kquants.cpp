@@ -70,17 +70,18 @@ inline __m256i group_codes(const uint8_t* blk, int g) {
 
 // Float32 activations: y[m, o] = sum over groups of scale * (q . x) (Q6_K: per half group), minus the mins
 // times the activations' group sums xs (block_sums).
-template <Format F>
-void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M, int64_t o0,
+template <Format F, int FM>
+void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t rows, int64_t o0,
               int64_t o1) {
     const int64_t n = w.in, nsb = n / QK, nb = n / G, bytes = block_shape(F).bytes;
-    std::vector<__m256> acc(M);
-    std::vector<float> extra(M);
+    RowAcc<FM> r(rows);
+    const int64_t M = r.rows(rows);
+    __m256* acc = r.acc;
+    float* extra = r.extra;
     Scales s;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
-        std::fill(acc.begin(), acc.end(), _mm256_setzero_ps());
-        std::fill(extra.begin(), extra.end(), 0.f);
+        for (int64_t m = 0; m < M; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
         for (int64_t sb = 0; sb < nsb; ++sb) {
             const uint8_t* blk = wr + sb * bytes;
             read_scales<F>(blk, s);
@@ -106,16 +107,17 @@ void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, flo
 
 // Int8 activations (QActs, one block of 32 per group): integer dot products, scaled by the group's weight
 // scale(s) times the activation block's scale; the mins meet the blocks' d_b * sum(q).
-template <Format F>
-void rows_int8(const Weight& w, const QActs& a, float* y, int64_t M, int64_t o0, int64_t o1) {
+template <Format F, int FM>
+void rows_int8(const Weight& w, const QActs& a, float* y, int64_t rows, int64_t o0, int64_t o1) {
     const int64_t nsb = w.in / QK, nb = a.nb, bytes = block_shape(F).bytes;
-    std::vector<__m256> acc(M);
-    std::vector<float> extra(M);
+    RowAcc<FM> r(rows);
+    const int64_t M = r.rows(rows);
+    __m256* acc = r.acc;
+    float* extra = r.extra;
     Scales s;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
-        std::fill(acc.begin(), acc.end(), _mm256_setzero_ps());
-        std::fill(extra.begin(), extra.end(), 0.f);
+        for (int64_t m = 0; m < M; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
         for (int64_t sb = 0; sb < nsb; ++sb) {
             const uint8_t* blk = wr + sb * bytes;
             read_scales<F>(blk, s);
@@ -144,8 +146,8 @@ void rows_int8(const Weight& w, const QActs& a, float* y, int64_t M, int64_t o0,
 template <Format F>
 void rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y, int64_t M,
           int64_t o0, int64_t o1) {
-    if (w.int8_acts) rows_int8<F>(w, qa, y, M, o0, o1);
-    else rows_f32<F>(w, x, xs, y, M, o0, o1);
+    if (w.int8_acts) M == 1 ? rows_int8<F, 1>(w, qa, y, M, o0, o1) : rows_int8<F, 0>(w, qa, y, M, o0, o1);
+    else M == 1 ? rows_f32<F, 1>(w, x, xs, y, M, o0, o1) : rows_f32<F, 0>(w, x, xs, y, M, o0, o1);
 }
 
 }  // namespace

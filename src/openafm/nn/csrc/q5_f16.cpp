@@ -21,17 +21,18 @@ inline __m256i q5_codes(const uint8_t* blk) {
 }
 
 // Float32 activations (xs: block_sums) or int8 ones (qa); per (o, m) the same operations whatever M is.
-template <Format F, bool INT8>
+template <Format F, bool INT8, int FM>
 void q5_block_rows(const Weight& w, const float* x, const QActs& a, const std::vector<float>& xs, float* y,
-                   int64_t M, int64_t o0, int64_t o1) {
+                   int64_t rows, int64_t o0, int64_t o1) {
     const int64_t n = w.in, nb = n / G, bytes = block_shape(F).bytes;
     const float* sums = INT8 ? a.ds.data() : xs.data();         // [M, nb]: sum x per block (int8: d_b sum q)
-    std::vector<__m256> acc(M);
-    std::vector<float> extra(M);
+    RowAcc<FM> r(rows);
+    const int64_t M = r.rows(rows);
+    __m256* acc = r.acc;
+    float* extra = r.extra;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
-        std::fill(acc.begin(), acc.end(), _mm256_setzero_ps());
-        std::fill(extra.begin(), extra.end(), 0.f);
+        for (int64_t m = 0; m < M; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* blk = wr + b * bytes;
             const float d = half(blk);
@@ -70,13 +71,15 @@ inline float widen16_scalar(Format f, const uint8_t* p) {
 }
 
 // Each row m: one float32 accumulator over 8-value chunks (fmadd in order), summed, then the tail in order.
-template <Format F>
-void half_rows_of(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1) {
+template <Format F, int FM>
+void half_rows_of(const Weight& w, const float* x, float* y, int64_t rows, int64_t o0, int64_t o1) {
     const int64_t n = w.in, n8 = n / 8 * 8;
-    std::vector<__m256> acc(M);
+    RowAcc<FM> r(rows);
+    const int64_t M = r.rows(rows);
+    __m256* acc = r.acc;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
-        std::fill(acc.begin(), acc.end(), _mm256_setzero_ps());
+        for (int64_t m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n8; i += 8) {
             const __m256 wv = widen16<F>(wr + 2 * i);
             for (int64_t m = 0; m < M; ++m) acc[m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + m * n + i), acc[m]);
@@ -89,24 +92,33 @@ void half_rows_of(const Weight& w, const float* x, float* y, int64_t M, int64_t 
     }
 }
 
+template <Format F, bool INT8>
+void q5_dispatch(const Weight& w, const float* x, const QActs& a, const std::vector<float>& xs, float* y,
+                 int64_t M, int64_t o0, int64_t o1) {
+    if (M == 1) q5_block_rows<F, INT8, 1>(w, x, a, xs, y, M, o0, o1);
+    else q5_block_rows<F, INT8, 0>(w, x, a, xs, y, M, o0, o1);
+}
+
 }  // namespace
 
 void q5_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
              int64_t M, int64_t o0, int64_t o1) {
     if (w.format == Format::Q5_0) {
-        if (w.int8_acts) q5_block_rows<Format::Q5_0, true>(w, x, qa, xs, y, M, o0, o1);
-        else q5_block_rows<Format::Q5_0, false>(w, x, qa, xs, y, M, o0, o1);
+        if (w.int8_acts) q5_dispatch<Format::Q5_0, true>(w, x, qa, xs, y, M, o0, o1);
+        else q5_dispatch<Format::Q5_0, false>(w, x, qa, xs, y, M, o0, o1);
     } else if (w.format == Format::Q5_1) {
-        if (w.int8_acts) q5_block_rows<Format::Q5_1, true>(w, x, qa, xs, y, M, o0, o1);
-        else q5_block_rows<Format::Q5_1, false>(w, x, qa, xs, y, M, o0, o1);
+        if (w.int8_acts) q5_dispatch<Format::Q5_1, true>(w, x, qa, xs, y, M, o0, o1);
+        else q5_dispatch<Format::Q5_1, false>(w, x, qa, xs, y, M, o0, o1);
     } else {
         throw std::invalid_argument("q5_rows: not Q5_0 or Q5_1");
     }
 }
 
 void half_rows(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1) {
-    if (w.format == Format::F16) half_rows_of<Format::F16>(w, x, y, M, o0, o1);
-    else if (w.format == Format::BF16) half_rows_of<Format::BF16>(w, x, y, M, o0, o1);
+    if (w.format == Format::F16) M == 1 ? half_rows_of<Format::F16, 1>(w, x, y, M, o0, o1)
+                                        : half_rows_of<Format::F16, 0>(w, x, y, M, o0, o1);
+    else if (w.format == Format::BF16) M == 1 ? half_rows_of<Format::BF16, 1>(w, x, y, M, o0, o1)
+                                              : half_rows_of<Format::BF16, 0>(w, x, y, M, o0, o1);
     else throw std::invalid_argument("half_rows: not F16 or BF16");
 }
 

@@ -4,8 +4,30 @@
 #include <immintrin.h>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace openafm {
+
+// Per-row accumulators of a kernel over M rows: with the row count fixed at compile time (FM > 0, decode's one
+// row) they are locals the compiler keeps in registers; FM = 0 holds any M on the heap. Each row's operations
+// and their order are the same either way, so a row's result does not depend on FM.
+template <int FM>
+struct RowAcc {
+    __m256 acc[FM];
+    float extra[FM];
+    explicit RowAcc(int64_t) {}
+    int64_t rows(int64_t) const { return FM; }
+};
+
+template <>
+struct RowAcc<0> {
+    std::vector<__m256> storage;
+    std::vector<float> extras;
+    __m256* acc;
+    float* extra;
+    explicit RowAcc(int64_t m) : storage(m), extras(m), acc(storage.data()), extra(extras.data()) {}
+    int64_t rows(int64_t m) const { return m; }
+};
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
