@@ -15,6 +15,8 @@ import torch
 import transformers as tf
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
+from openafm.checkpoint.gguf import GGMLType
+from openafm.checkpoint.gguf.quantize import quantize
 from openafm.tokenizer.gguf_vocab import byte_alphabet
 
 VOCAB_SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
@@ -136,13 +138,13 @@ def save_hf(model: torch.nn.Module, directory: Path) -> Path:
 def save_gguf(model: torch.nn.Module, name: str, path: Path, types: dict[str, gguf_py.GGMLQuantizationType] | None = None
               ) -> Path:
     """The model as llama.cpp's converter writes it. `types`: GGUF tensor name -> storage type (default F32);
-    quantized with gguf-py's quantizer."""
+    quantized by openafm's reference quantizer (gguf-py's for the types it has)."""
     family, cfg = BY_NAME[name], model.config
     writer = gguf_py.GGUFWriter(str(path), family.arch)
     _metadata(writer, family.arch, cfg, name)
     for gname, value in _tensors(model, name).items():
         qtype = (types or {}).get(gname, gguf_py.GGMLQuantizationType.F32)
-        data = value if qtype == gguf_py.GGMLQuantizationType.F32 else gguf_py.quants.quantize(value, qtype)
+        data = value if qtype == gguf_py.GGMLQuantizationType.F32 else quantize(value, GGMLType(int(qtype)))
         writer.add_tensor(gname, data, raw_dtype=qtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -26,7 +26,7 @@ LAYER = {"attn_q": ((H, H), "Q5_0", "Q5_0"), "attn_k": ((KV_HEADS * 64, H), "Q5_
          "ffn_down": ((H, FFN), "Q6_K", "Q4_K")}
 
 
-def write_kquant_llama(path) -> None:
+def write_kquant_llama(path, layer: dict = LAYER) -> None:
     g = np.random.default_rng(0)
     writer = gguf_py.GGUFWriter(str(path), "llama")
     u32, f32 = gguf_py.GGUFValueType.UINT32, gguf_py.GGUFValueType.FLOAT32
@@ -48,7 +48,7 @@ def write_kquant_llama(path) -> None:
     for i in range(2):
         norm(f"blk.{i}.attn_norm.weight")
         norm(f"blk.{i}.ffn_norm.weight")
-        for name, (shape, *types) in LAYER.items():
+        for name, (shape, *types) in layer.items():
             add(f"blk.{i}.{name}.weight", g.standard_normal(shape) * 0.5 / shape[1] ** 0.5, types[i])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -90,3 +90,11 @@ def test_logits_equal_the_dequantized_model(models):
         ref = dense(nxt, cache=caches[2], positions=pos)[:, -1]
     assert torch.allclose(fused, eager, atol=1e-4, rtol=1e-4)
     assert torch.allclose(eager, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_types_the_kernels_do_not_read_are_dequantized_and_the_source_says_so(tmp_path):
+    path = tmp_path / "q3.gguf"
+    write_kquant_llama(path, LAYER | {"ffn_down": ((H, FFN), "Q3_K", "Q2_K")})
+    model, types = load_block_model(path)
+    assert "Q3_K dequantized to F32 x 1" in types and "Q2_K dequantized to F32 x 1" in types
+    assert isinstance(model.layers[0].ffn.down, torch.nn.Linear) and model.layers[0].ffn.down.weight.dtype == torch.float32

@@ -21,7 +21,7 @@ import torch
 
 from openafm.checkpoint.families import config_from_hf
 from openafm.checkpoint.family_weights import check_fits, concatenate, state_dict_from_hf
-from openafm.checkpoint.gguf import GGMLType, load_gguf_hf
+from openafm.checkpoint.gguf import GGMLType, load_gguf_hf, read_gguf
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model
 from openafm.models.decoder import CausalLM
@@ -68,11 +68,21 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
     if missing or unexpected:
         raise CheckpointError(f"{path}: weights do not fit the config: missing {missing[:5]}, "
                               f"unexpected {unexpected[:5]}")
-    counts = collections.Counter(t.name for t in kept.values())
-    counts["F32"] = sum(1 for v in hf_sd.values() if v.dtype == torch.float32)
+    held = [_held_as(info) for info in read_gguf(path).tensors.values()]
+    counts = collections.Counter([h for h in held if h in NATIVE_NAMES] + [h for h in held if h not in NATIVE_NAMES])
     del hf_sd, state
     release_free_memory()
     return model, ", ".join(f"{k} x {v}" for k, v in counts.most_common())
+
+
+NATIVE_NAMES = {t.name for t in NATIVE_TYPES}
+
+
+def _held_as(info) -> str:
+    """How the native model holds one GGUF tensor, in the words of the source string."""
+    if info.type in NATIVE_TYPES and len(info.shape) == 2:
+        return info.type.name
+    return "F32" if info.type is GGMLType.F32 else f"{info.type.name} dequantized to F32"
 
 
 def release_free_memory() -> None:
