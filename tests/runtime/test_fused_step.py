@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from openafm.models.build import build_model
+from openafm.models.plan import Features
 from openafm.models.presets import get_preset
 from openafm.nn.block_linear import BlockLinear
 from openafm.nn.lora import apply_lora
@@ -169,3 +170,20 @@ def test_chunked_prefill_gives_the_same_tokens(name, chunk):
     assert chunked == whole
     with pytest.raises(ValueError, match="prefill_chunk=0 is invalid"):
         run(model, StepKind.EAGER, new=2, prefill_chunk=0)
+
+
+@pytest.mark.parametrize("features", [{"qkv_bias": True}, {"qk_norm": True}, {"qkv_bias": True, "qk_norm": True}],
+                         ids=["qwen2-bias", "qwen3-qk-norm", "both"])
+@pytest.mark.parametrize("base", ["smollm2-tiny", "afm-ondevice-tiny"])      # global; KV sharing (reader q norm)
+def test_qwen_attention_features_run_fused_and_equal_eager(features, base):
+    model = make_tiny(base, features=Features(**features))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("in_bias"):
+                p.normal_(0, 0.3)
+            elif name.endswith(("q_norm.weight", "k_norm.weight")):
+                p.uniform_(0.5, 1.5)
+    assert why_not_fused(model) is None
+    eager, _ = run(model, StepKind.EAGER, new=30)
+    fused, stats = run(model, StepKind.FUSED, new=30)
+    assert stats.step == "fused" and fused == eager

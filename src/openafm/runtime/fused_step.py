@@ -84,7 +84,7 @@ def config_reason(config) -> str | None:
 def _eager_features(config) -> list[str]:
     """The architecture features of `config` (models.plan.Features) that the C++ step does not compute."""
     f, plain = config.features, Features()
-    names = {"qkv_bias": "q/k/v biases", "qk_norm": "q/k norms", "norms": "sandwich norms",
+    names = {"norms": "sandwich norms",
              "activation": f"{f.activation.value} FFNs", "embed_scale": "scaled embeddings",
              "attn_scale": "a custom attention scale", "attn_softcap": "soft-capped attention",
              "logit_softcap": "soft-capped logits", "local_rope_theta": "per-layer rotary bases"}
@@ -137,8 +137,18 @@ def _plan_specs(model: Decoder) -> list:
                        linear_spec(attn_in, f"layers.{i}.attn.{'qkv' if spec.owns_kv else 'q'}"),
                        linear_spec(attn.out, f"layers.{i}.attn.out"),
                        linear_spec(block.ffn.gate_up, f"layers.{i}.ffn.gate_up"),
-                       linear_spec(block.ffn.down, f"layers.{i}.ffn.down")))
+                       linear_spec(block.ffn.down, f"layers.{i}.ffn.down"),
+                       _detached(attn.in_bias), _detached(getattr(attn, "q_norm", None), "weight"),
+                       _detached(getattr(attn, "k_norm", None), "weight")))
     return layers
+
+
+def _detached(owner, attribute: str | None = None) -> torch.Tensor | None:
+    """A float32 tensor for the C++ step (a parameter, or a module's `attribute`), or None where there is none."""
+    if owner is None:
+        return None
+    t = getattr(owner, attribute) if attribute else owner
+    return t.detach().float().contiguous()
 
 
 def _signature(model: Decoder) -> tuple:

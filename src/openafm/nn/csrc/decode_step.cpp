@@ -79,13 +79,20 @@ DecodeStep::DecodeStep(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t
 
 void DecodeStep::add_layer(torch::Tensor attn_norm, torch::Tensor ffn_norm, bool owns_kv, int64_t kv_source,
                            bool rope, int64_t window, const py::tuple& attn_in, const py::tuple& attn_out,
-                           const py::tuple& gate_up, const py::tuple& down) {
+                           const py::tuple& gate_up, const py::tuple& down, const py::object& attn_bias,
+                           const py::object& q_norm, const py::object& k_norm) {
     Layer l;
+    l.attn_bias = optional_tensor(attn_bias);
+    l.q_norm = optional_tensor(q_norm);
+    l.k_norm = optional_tensor(k_norm);
     l.attn_norm = attn_norm.contiguous();
     l.ffn_norm = ffn_norm.contiguous();
     l.owns_kv = owns_kv; l.kv_source = kv_source; l.rope = rope; l.window = window;
     l.attn_in = make_linear(attn_in); l.attn_out = make_linear(attn_out);
     l.gate_up = make_linear(gate_up); l.down = make_linear(down);
+    TORCH_CHECK(!l.attn_bias.defined() || l.attn_bias.numel() == l.attn_in.w.out, "attn_bias must have attn_in's rows");
+    TORCH_CHECK(!l.q_norm.defined() || l.q_norm.numel() == dh_, "q_norm must have head_dim values");
+    TORCH_CHECK(!l.k_norm.defined() || l.k_norm.numel() == dh_, "k_norm must have head_dim values");
     widest_ = std::max({widest_, l.gate_up.w.out, l.attn_in.w.out});
     layers_.push_back(std::move(l));
 }
@@ -152,6 +159,20 @@ void DecodeStep::rms_norm(const float* x, const torch::Tensor& w, float* y, int6
         const float inv = 1.f / std::sqrt((float)(ss / dim_) + eps_);
         for (int64_t i = 0; i < dim_; ++i) y[m * dim_ + i] = x[m * dim_ + i] * inv * wp[i];
     }
+}
+
+// RMSNorm over each of `heads` heads (from head `first`) of each row (rows `stride` floats apart), in place.
+void DecodeStep::head_norm(float* x, const torch::Tensor& w, int64_t first, int64_t heads, int64_t M,
+                           int64_t stride) const {
+    const float* wp = w.data_ptr<float>();
+    for (int64_t m = 0; m < M; ++m)
+        for (int64_t hh = first; hh < first + heads; ++hh) {
+            float* v = x + m * stride + hh * dh_;
+            double ss = 0.0;
+            for (int64_t i = 0; i < dh_; ++i) ss += (double)v[i] * v[i];
+            const float inv = 1.f / std::sqrt((float)(ss / dh_) + eps_);
+            for (int64_t i = 0; i < dh_; ++i) v[i] = v[i] * inv * wp[i];
+        }
 }
 
 // Rotate-half RoPE on `heads` heads of each row (rows `stride` floats apart): x*cos + swap_halves(x)*sin_signed.
@@ -281,6 +302,13 @@ torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64
         rms_norm(xp, l.attn_norm, xn.data(), M);
         linear(l.attn_in, xn.data(), M, a.data());
         const int64_t stride = l.owns_kv ? H + 2 * KV : H;
+        if (l.attn_bias.defined()) {
+            const float* b = l.attn_bias.data_ptr<float>();
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t j = 0; j < stride; ++j) a[m * stride + j] += b[j];
+        }
+        if (l.q_norm.defined()) head_norm(a.data(), l.q_norm, 0, h_, M, stride);
+        if (l.k_norm.defined()) head_norm(a.data(), l.k_norm, h_, hkv_, M, stride);
         if (l.rope) rope(a.data(), l.owns_kv ? h_ + hkv_ : h_, qpos, M, stride);
         if (l.owns_kv) {
             store_kv(i, a.data(), M, t0, seq);

@@ -24,6 +24,8 @@ struct Layer {
     bool owns_kv = true, rope = true;
     int64_t kv_source = 0, window = 0;                  // window 0: global
     Linear attn_in, attn_out, gate_up, down;            // attn_in: qkv (owner) or q (reader)
+    torch::Tensor attn_bias;                             // [attn_in out] added after attn_in (Qwen2); or undefined
+    torch::Tensor q_norm, k_norm;                        // [Dh] RMSNorm over each head's q / k (Qwen3); or undefined
 };
 
 struct LayerCache {                                      // the storage of one owner layer
@@ -36,7 +38,8 @@ public:
     DecodeStep(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, double eps, int64_t threads);
     void add_layer(torch::Tensor attn_norm, torch::Tensor ffn_norm, bool owns_kv, int64_t kv_source, bool rope,
                    int64_t window, const py::tuple& attn_in, const py::tuple& attn_out, const py::tuple& gate_up,
-                   const py::tuple& down);
+                   const py::tuple& down, const py::object& attn_bias, const py::object& q_norm,
+                   const py::object& k_norm);
     void set_head(torch::Tensor norm, const py::tuple& head, torch::Tensor cos, torch::Tensor sin_signed);
     // Per owner layer (None for readers): (k, v, k_scale or None, v_scale or None, pos [B, S], ring).
     void bind_cache(const py::list& layers);
@@ -54,6 +57,7 @@ private:
                 bool seq, float* out);
     void store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, bool seq);
     void rms_norm(const float* x, const torch::Tensor& w, float* y, int64_t M) const;
+    void head_norm(float* x, const torch::Tensor& w, int64_t first, int64_t heads, int64_t M, int64_t stride) const;
     void rope(float* x, int64_t heads, const int64_t* pos, int64_t M, int64_t stride) const;
 
     int64_t dim_, h_, hkv_, dh_;
