@@ -35,7 +35,7 @@ def test_choice_logprobs_equal_separate_forwards(tokenizer):
     got = choice_logprobs(model, tokenizer, item)
     prompt = tokenizer.encode(item.prompt)
     with torch.no_grad():
-        for choice, value in zip(item.choices, got):
+        for choice, value in zip(item.choices, got, strict=True):
             cont = tokenizer.encode(choice)
             logp = F.log_softmax(model(torch.tensor([prompt + cont])), -1)[0]
             expected = sum(float(logp[len(prompt) - 1 + j, t]) for j, t in enumerate(cont))

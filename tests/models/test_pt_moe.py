@@ -90,7 +90,7 @@ def test_cached_generation_matches_full_recompute():
 def test_generate_tokens_runs_pt_moe_through_the_same_runtime():
     model = tiny_ptmoe()
     out = generate_tokens(model, [[1, 2, 3, 4], [9, 8]], max_new_tokens=12)
-    for prompt, gen in zip([[1, 2, 3, 4], [9, 8]], out):
+    for prompt, gen in zip([[1, 2, 3, 4], [9, 8]], out, strict=True):
         ids = list(prompt)
         with torch.no_grad():
             for _ in range(12):

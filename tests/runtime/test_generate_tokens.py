@@ -20,7 +20,7 @@ def test_greedy_generation_equals_recomputing_every_step(name):
     model = make_tiny(name)
     prompts = [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [40, 41, 42]]
     outs = generate_tokens(model, prompts, max_new_tokens=30)
-    for prompt, out in zip(prompts, outs):
+    for prompt, out in zip(prompts, outs, strict=True):
         assert out.token_ids == naive_greedy(model, prompt, 30)
         assert out.finish_reason == FinishReason.LENGTH
 
