@@ -48,7 +48,7 @@ def test_accuracy_counts_the_argmax(tokenizer):
     picks = [max(range(4), key=choice_logprobs(model, tokenizer, i).__getitem__) for i in items]
     result = mc_accuracy(model, tokenizer, items)
     assert result.items == 12 and result.chance == 0.25
-    assert result.correct == sum(p == i.answer for p, i in zip(picks, items))
+    assert result.correct == sum(p == i.answer for p, i in zip(picks, items, strict=True))
     # relabel every item so the model's pick is the answer: accuracy 1
-    rigged = [MCItem(i.prompt, i.choices, p) for i, p in zip(items, picks)]
+    rigged = [MCItem(i.prompt, i.choices, p) for i, p in zip(items, picks, strict=True)]
     assert mc_accuracy(model, tokenizer, rigged).accuracy == 1.0
