@@ -82,7 +82,7 @@ def test_logits_equal_the_dequantized_model(models):
     with torch.inference_mode():
         assert torch.allclose(native(ids), dense(ids), atol=1e-4, rtol=1e-4)
         caches = [KVCache(m.kv_plan, batch_size=1, capacity=16) for m in (native, native, dense)]
-        for model, cache in zip((native, native, dense), caches):
+        for model, cache in zip((native, native, dense), caches, strict=True):
             model(ids, cache=cache)
         nxt, pos = torch.tensor([[4]]), torch.tensor([[11]])
         eager = native(nxt, cache=caches[0], positions=pos)[:, -1]                  # kernels, one row

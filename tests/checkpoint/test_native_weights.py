@@ -50,7 +50,7 @@ def test_decode_logits_within_tolerance_and_greedy_tokens_agree(models, weights,
         ids = native.tokenizer.encode(prompt)
         got = [generate_tokens(lm.model, [ids], max_new_tokens=24, step=StepKind.FUSED)[0].token_ids
                for lm in (native, ref)]
-        agree += sum(x == y for x, y in zip(*got))
+        agree += sum(x == y for x, y in zip(*got, strict=True))
         total += len(got[1])
         with torch.inference_mode():                 # one decode step after the prompt, int8-activation kernels
             x = torch.tensor([ids])

@@ -95,7 +95,8 @@ def test_lsq_f_gradient_matches_formula(grad_scale):
     m = float(w.abs().max())
     s = 0.6 * m / ls.level_max
     total = 0.0
-    for x, g in zip(w.flatten().tolist(), upstream.flatten().tolist()):   # LSQ: ⌊u⌉ - u inside, q - z outside
+    # LSQ: ⌊u⌉ - u inside, q - z outside
+    for x, g in zip(w.flatten().tolist(), upstream.flatten().tolist(), strict=True):
         u = x / s + ls.zero
         if u < ls.q_min:
             d = ls.q_min - ls.zero

@@ -54,7 +54,7 @@ def test_end_to_end_build_over_real_sources(tmp_path):
                                             "pii", "profanity"]
     assert stages[0]["per_source"]["debian-reference-en"]["documents"] == 15     # the 15 chapter/appendix pages
     assert stages[0]["out"] == 40 + 15 + 40
-    for prev, cur in zip(stages, stages[1:]):
+    for prev, cur in zip(stages, stages[1:], strict=False):  # consecutive pairs
         assert cur["in"] == prev["out"]
         assert cur["out"] + sum(cur["dropped"].values()) == cur["in"]
     assert stages[1]["counts"]["html-extracted"] == 15

@@ -146,9 +146,9 @@ def test_curriculum_raises_multilingual_share(shards):
         # Count tokens by the document each segment came from (multilingual documents are recognisable).
         hit = total = 0
         for b in batches:
-            for row, seg in zip(b.input_ids.tolist(), b.segment_ids.tolist()):
+            for row, seg in zip(b.input_ids.tolist(), b.segment_ids.tolist(), strict=True):
                 pieces = {}
-                for t, s in zip(row, seg):
+                for t, s in zip(row, seg, strict=True):
                     pieces.setdefault(s, []).append(t)
                 for piece in pieces.values():
                     body = tuple(piece[:-1] if piece[-1] == EOS else piece)

@@ -44,7 +44,7 @@ def test_letter_loglikelihood_and_generated_letter_accuracies(tokenizer):
     scores = loglikelihoods(FixedLetter(tokenizer, "B"), tokenizer, [(p, f" {L}") for p in prompts for L in LETTERS])
     outputs = [" B", "The answer is A", " (B)\nQuestion", "I don't know", " C.", ""]
     records = [score_mc(q, p, [s.logprob for s in scores[4 * k:4 * k + 4]], out)
-               for k, (q, p, out) in enumerate(zip(qs, prompts, outputs))]
+               for k, (q, p, out) in enumerate(zip(qs, prompts, outputs, strict=True))]
     assert [r["loglik_pick"] for r in records] == ["B"] * 6
     assert [r["metrics"]["acc_loglik"] for r in records] == [1, 0, 1, 0, 0, 1]      # three answers are B
     assert [r["gen_pick"] for r in records] == ["B", "A", "B", None, "C", None]

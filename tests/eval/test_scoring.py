@@ -33,7 +33,7 @@ def naive(model, tokenizer, context, continuation):
 @pytest.mark.parametrize("batch_size,rows", [(1, Rows.PER_REQUEST), (3, Rows.SHARED), (16, Rows.SHARED)])
 def test_loglikelihoods_equal_a_naive_loop(model, tokenizer, batch_size, rows):
     got = loglikelihoods(model, tokenizer, REQUESTS, batch_size=batch_size, rows=rows)
-    for (context, continuation), score in zip(REQUESTS, got):
+    for (context, continuation), score in zip(REQUESTS, got, strict=True):
         value, greedy = naive(model, tokenizer, context, continuation)
         assert score.logprob == pytest.approx(value, abs=2e-4)
         assert score.greedy == greedy

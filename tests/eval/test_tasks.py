@@ -35,7 +35,7 @@ def test_choice_logprobs_equal_separate_forwards(tokenizer):
     got = choice_logprobs(model, tokenizer, item)
     prompt = tokenizer.encode(item.prompt)
     with torch.no_grad():
-        for choice, value in zip(item.choices, got):
+        for choice, value in zip(item.choices, got, strict=True):
             cont = tokenizer.encode(choice)
             logp = F.log_softmax(model(torch.tensor([prompt + cont])), -1)[0]
             expected = sum(float(logp[len(prompt) - 1 + j, t]) for j, t in enumerate(cont))
@@ -48,7 +48,7 @@ def test_accuracy_counts_the_argmax(tokenizer):
     picks = [max(range(4), key=choice_logprobs(model, tokenizer, i).__getitem__) for i in items]
     result = mc_accuracy(model, tokenizer, items)
     assert result.items == 12 and result.chance == 0.25
-    assert result.correct == sum(p == i.answer for p, i in zip(picks, items))
+    assert result.correct == sum(p == i.answer for p, i in zip(picks, items, strict=True))
     # relabel every item so the model's pick is the answer: accuracy 1
-    rigged = [MCItem(i.prompt, i.choices, p) for i, p in zip(items, picks)]
+    rigged = [MCItem(i.prompt, i.choices, p) for i, p in zip(items, picks, strict=True)]
     assert mc_accuracy(model, tokenizer, rigged).accuracy == 1.0

@@ -222,18 +222,16 @@ def test_cancelling_during_a_tool_call_cancels_the_tool_and_leaves_no_trace():
         task = asyncio.create_task(s.respond("What's the weather in Paris?", options=TOOL_OPTIONS))
         await tool.started.wait()
         task.cancel()
-        start = time.perf_counter()
         with pytest.raises(asyncio.CancelledError):
             await task
-        waited = time.perf_counter() - start
         cancelled_before_return = tool.cancelled
         roles_after_cancel = [e["role"] for e in (await s.transcript.to_dict())["transcript"]["entries"]]
         messages_after_cancel = [m["role"] for m in s._messages]
         answer = await s.respond("What's the weather in Paris?", options=TOOL_OPTIONS)
         roles = [e["role"] for e in (await s.transcript.to_dict())["transcript"]["entries"]]
-        return waited, cancelled_before_return, roles_after_cancel, messages_after_cancel, answer, roles, tool.calls
-    waited, cancelled, roles_after_cancel, messages_after_cancel, answer, roles, calls = asyncio.run(go())
-    assert cancelled and waited < 5                  # the tool was cancelled before respond raised
+        return cancelled_before_return, roles_after_cancel, messages_after_cancel, answer, roles, tool.calls
+    cancelled, roles_after_cancel, messages_after_cancel, answer, roles, calls = asyncio.run(go())
+    assert cancelled                                 # the tool's sleep was cancelled before respond raised
     assert roles_after_cancel == ["instructions"] and messages_after_cancel == ["system"]
     assert "Sunny" in answer and calls >= 2
     assert roles[:4] == ["instructions", "user", "response", "tool"] and roles[-1] == "response"

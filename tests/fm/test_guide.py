@@ -99,12 +99,21 @@ def test_a_guide_on_a_type_it_does_not_apply_to_raises_naming_field_and_guide(an
     assert f"guide {named} " in message and "field 'Probe.field" in message, message
 
 
-def test_supported_guides_per_type_are_accepted():
-    for annotation, kwargs in [(str, {"anyOf": ["a"]}), (str, {"constant": "a"}), (str, {"regex": "a+"}),
-                               (int, {"range": (0, 3)}), (float, {"minimum": 0.5}), (Optional[int], {"maximum": 3}),
-                               (List[str], {"anyOf": ["a", "b"]}), (List[int], {"count": 2}),
-                               (List[List[int]], {"element": GenerationGuide.element(GenerationGuide.minimum(0))})]:
-        probe(annotation, **kwargs).generation_schema()
+@pytest.mark.parametrize("annotation, kwargs, field_schema", [
+    (str, {"anyOf": ["a"]}, {"type": "string", "enum": ["a"]}),
+    (str, {"constant": "a"}, {"type": "string", "enum": ["a"]}),
+    (str, {"regex": "a+"}, {"type": "string", "pattern": "^(?:a+)$"}),
+    (int, {"range": (0, 3)}, {"type": "integer", "minimum": 0, "maximum": 3}),
+    (float, {"minimum": 0.5}, {"type": "number", "minimum": 0.5}),
+    (Optional[int], {"maximum": 3}, {"type": "integer", "maximum": 3}),
+    (List[str], {"anyOf": ["a", "b"]}, {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}),
+    (List[int], {"count": 2}, {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}),
+    (List[List[int]], {"element": GenerationGuide.element(GenerationGuide.minimum(0))},
+     {"type": "array", "items": {"type": "array", "items": {"type": "integer", "minimum": 0}}}),
+])
+def test_supported_guides_per_type_are_accepted(annotation, kwargs, field_schema):
+    schema = probe(annotation, **kwargs).generation_schema().to_json_schema()
+    assert schema["properties"]["field"] == field_schema
 
 
 def test_messages_list_the_guides_that_would_apply():

@@ -45,7 +45,7 @@ def test_every_prefix_gives_a_snapshot_that_only_grows_into_the_document(doc):
     final = json.loads(doc)
     snapshots = [parse_partial_json(doc[:k]) for k in range(len(doc) + 1)]
     assert snapshots[-1] == final and type(snapshots[-1]) is type(final)
-    for k, (before, after) in enumerate(zip(snapshots, snapshots[1:])):
+    for k, (before, after) in enumerate(zip(snapshots, snapshots[1:], strict=False)):  # consecutive pairs
         assert grows_into(before, after), (doc[:k + 1], before, after)
         assert grows_into(before, final), (doc[:k + 1], before)
     assert len({json.dumps(s) for s in snapshots}) >= 6  # it really streams

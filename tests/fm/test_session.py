@@ -88,7 +88,7 @@ def test_streamed_snapshots_grow_and_end_with_the_respond_result():
                     assert all(isinstance(v, str) for v in value) and len(value) <= len(final[key])
                 else:
                     assert value == final[key]
-    assert all(b.startswith(a) for a, b in zip(text, text[1:]))
+    assert all(b.startswith(a) for a, b in zip(text, text[1:], strict=False))  # consecutive pairs
 
 
 def test_tool_call_round_trip_records_calls_and_transcript():
@@ -126,11 +126,9 @@ def test_tool_calls_in_one_turn_run_concurrently():
     from openafm.fm.session import _gather
     from openafm.fm.tool import run_tool
     tool = Recorder(delay=0.3)
-    start = time.perf_counter()
     asyncio.run(_gather([run_tool(tool, {"city": "A"}), run_tool(tool, {"city": "B"})]))
-    assert time.perf_counter() - start < 0.5            # 2 x 0.3 s sequentially
     (_, s1, e1), (_, s2, e2) = tool.calls
-    assert s2 < e1 and s1 < e2                          # the two calls overlapped
+    assert s2 < e1 and s1 < e2                          # the two calls overlapped: each began before the other ended
 
 
 def test_transcript_json_round_trip_and_resume():

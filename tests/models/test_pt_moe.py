@@ -48,7 +48,7 @@ def test_one_track_without_moe_equals_the_plain_decoder():
 def test_identical_tracks_equal_one_track():
     two = tiny_ptmoe()
     with torch.no_grad():
-        for a, b in zip(two.tracks[0].parameters(), two.tracks[1].parameters()):
+        for a, b in zip(two.tracks[0].parameters(), two.tracks[1].parameters(), strict=True):
             b.copy_(a)
     one = PTMoE(dataclasses.replace(two.config, n_tracks=1)).eval()
     one.load_state_dict({k: v for k, v in two.state_dict().items() if not k.startswith("tracks.1.")})
@@ -90,7 +90,7 @@ def test_cached_generation_matches_full_recompute():
 def test_generate_tokens_runs_pt_moe_through_the_same_runtime():
     model = tiny_ptmoe()
     out = generate_tokens(model, [[1, 2, 3, 4], [9, 8]], max_new_tokens=12)
-    for prompt, gen in zip([[1, 2, 3, 4], [9, 8]], out):
+    for prompt, gen in zip([[1, 2, 3, 4], [9, 8]], out, strict=True):
         ids = list(prompt)
         with torch.no_grad():
             for _ in range(12):

@@ -100,7 +100,7 @@ def test_async_at_staleness_0_equals_sync_and_the_plain_run(ray_session, files):
         assert torch.equal(a[name], b[name]) and torch.equal(a[name], c[name]), name
     ra, rb, rc = (updates(files / name) for name in ("sync", "async0", "plain"))
     assert len(ra) == len(rb) == 4
-    for x, y, z in zip(ra, rb, rc):
+    for x, y, z in zip(ra, rb, rc, strict=True):
         assert [x[k] for k in COMPARED] == [y[k] for k in COMPARED] == [z[k] for k in COMPARED]
     assert len({x["reward"] for x in ra}) > 1 and ra[-1]["kl"] > 0                 # real, changing numbers
     for summary in (sync, asynchronous):

@@ -219,7 +219,7 @@ def test_updater_ratio_is_to_the_behaviour_policy_and_exactly_1_when_fresh(tmp_p
     naive, n = 0.0, 0
     with torch.no_grad():
         for g in groups:
-            for row, behaviour in zip(g.rows, g.behaviour):
+            for row, behaviour in zip(g.rows, g.behaviour, strict=True):
                 ids = torch.tensor([row.prompt + row.response])
                 logp = torch.log_softmax(updater.run.policy(ids[:, :-1]).float() / config.temperature, -1)[0]
                 for t, token in enumerate(row.response):

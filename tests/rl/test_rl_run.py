@@ -65,7 +65,8 @@ def test_rl_cli_end_to_end(tmp_path, base, capsys):
     assert json.loads((tmp_path / "run" / SUMMARY_FILE).read_text()) == summary
     policy = load_model(str(tmp_path / "run" / POLICY_DIR)).model
     start = load_model(base).model
-    assert any(not torch.equal(a, b) for a, b in zip(policy.state_dict().values(), start.state_dict().values()))
+    assert any(not torch.equal(a, b)
+               for a, b in zip(policy.state_dict().values(), start.state_dict().values(), strict=True))
     assert main(["rl", str(path)]) == 2                               # a second fresh run into the same dir
     assert "--resume" in capsys.readouterr().err
     assert main(["plot", str(tmp_path / "run")]) == 0
@@ -79,7 +80,7 @@ def test_killed_run_resumes_bit_exactly(tmp_path, base):
     assert killed.run(stop_after=3) == {"stopped_at": 3}              # checkpoint at 2; step 3 is lost
     resumed = RLRun(RLConfig.from_dict(config(base, tmp_path / "b", steps=4)))
     assert resumed.run(resume=True)["steps"] == 4
-    for (name, a), b in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
+    for (name, a), b in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert without_timing(read_metrics(tmp_path / "a" / METRICS_FILE)) == \
         without_timing(read_metrics(tmp_path / "b" / METRICS_FILE))

@@ -96,7 +96,7 @@ def test_gradient_variance_matches_enumeration_on_a_bandit(bench, one_thread):
         rewards = torch.tensor([REWARD[y] for y in ys.tolist()], dtype=torch.float64)
         advs = bench.estimator_advantages(rewards, k=K, ma_state=ma_state, scalar_mean=mean_reward,
                                           prompt_means=torch.tensor([mean_reward], dtype=torch.float64))
-        for name, g in zip(advs, bench.policy_gradient(model, params, tokens, mask, list(advs.values()))):
+        for name, g in zip(advs, bench.policy_gradient(model, params, tokens, mask, list(advs.values())), strict=True):
             draws[name].append(g)
     for name, (mean, trace) in exact.items():
         grads = torch.stack(draws[name])                                              # [M, 3]

@@ -69,7 +69,7 @@ def test_rows_joining_at_different_times_decode_what_they_decode_alone(lm):
         while len(first.events) < 5:                       # the others join a batch already 5 steps in
             first.done.wait(0.01)
         rest = [Collector() for _ in prompts[1:]]
-        for p, c in zip(prompts[1:], rest):
+        for p, c in zip(prompts[1:], rest, strict=True):
             engine.submit(RowRequest(p, 12 + 4 * len(rest), c))   # the fifth waits for a free row
         got = [first.wait().tokens] + [c.wait().tokens for c in rest]
     finally:

@@ -58,7 +58,7 @@ def test_one_step_logits_equal_the_eager_forward(name):
         eager = model(nxt, cache=caches[0], positions=pos)[:, -1]
         fused = fused_decoder(model)(nxt, caches[1], pos)
     assert torch.allclose(fused, eager, atol=1e-4, rtol=1e-4), (fused - eager).abs().max()
-    for a, b in zip(caches[0].layers, caches[1].layers):             # the step wrote the same K/V
+    for a, b in zip(caches[0].layers, caches[1].layers, strict=True):  # the step wrote the same K/V
         if a is not None:
             assert torch.allclose(a.k.data, b.k.data, atol=1e-5) and torch.allclose(a.v.data, b.v.data, atol=1e-5)
 

@@ -20,7 +20,7 @@ def test_cache_bytes_follow_layer_kinds(name):
     config = get_preset(name)
     cache = KVCache(config, batch_size=1, capacity=200)
     assert cache.nbytes() == expected_bytes(config, 200)
-    for spec, layer in zip(config.layers, cache.layers):
+    for spec, layer in zip(config.layers, cache.layers, strict=True):
         if not spec.owns_kv:
             assert layer is None                      # readers store nothing
         elif spec.window:

@@ -95,7 +95,7 @@ def test_rollback_equals_never_seeing_the_rejected_tokens(name, storage):
         seen.rewind_speculative(29, tails)                    # keep 2 of the 9
         model(ids[:, 27:29], cache=fresh)
         assert seen.steps == fresh.steps == 29
-        for i, (a, b) in enumerate(zip(seen.layers, fresh.layers)):
+        for i, (a, b) in enumerate(zip(seen.layers, fresh.layers, strict=True)):
             if a is None:
                 continue
             held = slice(None) if hasattr(a, "window") else slice(0, 29)

@@ -33,8 +33,8 @@ def naive_learn(words, counts, strings, n_new, min_frequency):
     refused = set()
     while len(merges) < n_new:
         pair_counts = Counter()
-        for w, c in zip(words, counts):
-            for p in zip(w, w[1:]):
+        for w, c in zip(words, counts, strict=True):
+            for p in zip(w, w[1:], strict=False):  # consecutive pairs
                 pair_counts[p] += c
         candidates = [(-c, p) for p, c in pair_counts.items()
                       if p not in refused and strings[p[0]] + strings[p[1]] not in strings]

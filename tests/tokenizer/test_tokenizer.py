@@ -79,7 +79,7 @@ def llama_cpp_reference_ids(text: str, hf_tokenizer, specials: list[str]) -> lis
 @pytest.fixture(scope="module")
 def specials(gguf_file) -> list[str]:
     m = gguf_file.metadata
-    return [t for t, kind in zip(m["tokenizer.ggml.tokens"], m["tokenizer.ggml.token_type"]) if kind == 3]
+    return [t for t, kind in zip(m["tokenizer.ggml.tokens"], m["tokenizer.ggml.token_type"], strict=True) if kind == 3]
 
 
 # -- encode / decode ---------------------------------------------------------------------------------------

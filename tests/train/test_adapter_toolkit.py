@@ -65,7 +65,7 @@ def test_labels_are_the_assistant_turns_only(tokenizer):
     conv = parse_conversation(TOOL_CONV, "x:1")
     piece = conversation_tokens(tokenizer, conv)
     row = pack_row([piece], len(piece.ids), 0)
-    labeled = [int(t) for t, lab in zip(row["input_ids"][1:], row["labels"][:-1]) if lab != IGNORE_INDEX]
+    labeled = [int(t) for t, lab in zip(row["input_ids"][1:], row["labels"][:-1], strict=True) if lab != IGNORE_INDEX]
     text = tokenizer.decode(labeled)
     assert "Oslo" in text and "Snowy, -3 C." in text                 # both assistant turns
     assert "Weather in Oslo?" not in text and "-3 C, snow" not in text and "Be brief" not in text

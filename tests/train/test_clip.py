@@ -16,7 +16,7 @@ def test_contrastive_loss_matches_the_closed_form():
     images = torch.tensor([[1.0, 0.0], [0.0, 1.0], [math.sqrt(0.5), math.sqrt(0.5)]], dtype=torch.float64)
     texts = torch.tensor([[math.cos(a), math.sin(a)], [0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
     s = 10.0
-    sim = [[s * sum(x * y for x, y in zip(i, t)) for t in texts.tolist()] for i in images.tolist()]
+    sim = [[s * sum(x * y for x, y in zip(i, t, strict=True)) for t in texts.tolist()] for i in images.tolist()]
     rows = [-sim[i][i] + math.log(sum(math.exp(v) for v in sim[i])) for i in range(3)]
     cols = [-sim[j][j] + math.log(sum(math.exp(sim[i][j]) for i in range(3))) for j in range(3)]
     want = (sum(rows) / 3 + sum(cols) / 3) / 2

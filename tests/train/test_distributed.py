@@ -36,7 +36,7 @@ def test_two_ranks_match_one_rank_with_twice_the_rows(single, tmp_path, kind):
     assert done.returncode == 0, done.stderr[-4000:]
     got = read_metrics(run / METRICS_FILE)
     assert [r["step"] for r in got] == list(range(1, STEPS + 1))
-    for mine, ref in zip(got, single):
+    for mine, ref in zip(got, single, strict=True):
         assert mine["labelled_tokens"] == ref["labelled_tokens"]
         assert mine["loss"] == pytest.approx(ref["loss"], rel=1e-5, abs=1e-6)
         assert mine["grad_norm"] == pytest.approx(ref["grad_norm"], rel=1e-4)

@@ -108,7 +108,7 @@ def test_resume_gives_the_same_batches(tokenizer, examples):
     batches(first, 12)
     resumed = make()
     resumed.load_state_dict(first.state_dict())
-    for a, b in zip(straight[12:], batches(resumed, 18)):
+    for a, b in zip(straight[12:], batches(resumed, 18), strict=True):
         for f in ("input_ids", "labels", "positions", "segment_ids"):
             assert torch.equal(getattr(a, f), getattr(b, f))
     assert resumed.skipped > 0                     # some guided examples are longer than 512 tokens

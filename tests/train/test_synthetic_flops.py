@@ -25,7 +25,7 @@ def test_synthetic_loader_is_deterministic_and_resumable():
     state = b.state_dict()
     c = SyntheticLoader(vocab_size=50, seq_len=16, global_batch=4, seed=3)
     c.load_state_dict(state)
-    for x, y in zip(first[2:], _take(c, 3)):
+    for x, y in zip(first[2:], _take(c, 3), strict=True):
         assert torch.equal(x.input_ids, y.input_ids) and torch.equal(x.labels, y.labels)
 
 
