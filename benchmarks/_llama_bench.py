@@ -69,28 +69,35 @@ def openafm_bench(model, short: list[int], long: list[int], tokens: int) -> dict
             "step": decode.step}
 
 
-def compare(files: dict[str, Path], load, short: list[int], long: list[int], tokens: int, threads: int,
+def compare(files: dict[str, Path], loaders: dict, short: list[int], long: list[int], tokens: int, threads: int,
             repeats: int) -> dict:
-    """Interleaved rounds over every file: {name: {engine: {metric: median, metric_runs: [...]}}} and ratios."""
-    models = {name: load(path) for name, path in files.items()}
-    runs = {name: {"openafm": [], "llama_bench": []} for name in files}
-    for name, path in files.items():                       # warm-up: kernels built, pages resident
-        openafm_bench(models[name].model, short, long, 4)
+    """Interleaved rounds over every file: {name: {engine: {metric: median, metric_runs: [...]}}} and ratios.
+    `loaders`: openafm variant name -> (path -> loaded model); "openafm" (the default weights) must be one."""
+    models = {(name, v): load(path) for name, path in files.items() for v, load in loaders.items()}
+    engines = [*loaders, "llama_bench"]
+    runs = {name: {e: [] for e in engines} for name in files}
+    for (name, _), lm in models.items():                    # warm-up: kernels built, pages resident
+        openafm_bench(lm.model, short, long, 4)
+    for path in files.values():
         llama_bench(path, threads, 32, 4)
     for r in range(repeats):
         log(f"  round {r + 1}/{repeats}")
         for name, path in files.items():
             runs[name]["llama_bench"].append(llama_bench(path, threads, len(long), tokens))
-            runs[name]["openafm"].append(openafm_bench(models[name].model, short, long, tokens))
-    out = {}
-    for name, by_engine in runs.items():
-        row = {engine: {**{m: median([x[m] for x in xs]) for m in ("prefill_tok_s", "decode_tok_s")},
-                        **{f"{m}_runs": [round(x[m], 1) for x in xs] for m in ("prefill_tok_s", "decode_tok_s")}}
-               for engine, xs in by_engine.items()}
-        row["openafm"]["step"] = by_engine["openafm"][0]["step"]
-        row["openafm"]["source"] = models[name].source
-        row["decode_ratio"] = row["openafm"]["decode_tok_s"] / row["llama_bench"]["decode_tok_s"]
-        row["prefill_ratio"] = row["openafm"]["prefill_tok_s"] / row["llama_bench"]["prefill_tok_s"]
-        row["file_bytes"] = os.path.getsize(files[name])
-        out[name] = row
-    return out
+            for v in loaders:
+                runs[name][v].append(openafm_bench(models[name, v].model, short, long, tokens))
+    return {name: _row(by_engine, {v: models[name, v] for v in loaders}, files[name]) for name, by_engine in runs.items()}
+
+
+def _row(by_engine: dict, models: dict, path: Path) -> dict:
+    metrics = ("prefill_tok_s", "decode_tok_s")
+    row = {engine: {**{m: median([x[m] for x in xs]) for m in metrics},
+                    **{f"{m}_runs": [round(x[m], 1) for x in xs] for m in metrics}}
+           for engine, xs in by_engine.items()}
+    for v, lm in models.items():
+        row[v]["step"], row[v]["source"] = by_engine[v][0]["step"], lm.source
+        row[f"{v}_decode_ratio"] = row[v]["decode_tok_s"] / row["llama_bench"]["decode_tok_s"]
+        row[f"{v}_prefill_ratio"] = row[v]["prefill_tok_s"] / row["llama_bench"]["prefill_tok_s"]
+    row["decode_ratio"], row["prefill_ratio"] = row["openafm_decode_ratio"], row["openafm_prefill_ratio"]
+    row["file_bytes"] = os.path.getsize(path)
+    return row

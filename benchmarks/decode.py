@@ -18,8 +18,9 @@ sleep when idle as openafm's do (`omp_wait_policy` in the output); on this 2-cor
 its quiet decode and 512-token prefill were the same with the policy unset (spinning): ~150-160 tok/s, ~1.24 s.
 
 Against llama.cpp's own engine (`llama-bench`, built by `make bench-deps`; benchmarks/_llama_bench.py): decode and
-512-token prefill on the shipped Q4_1 file and on the same model requantized to Q4_K_M by llama-quantize, with the
-Q4_K_M model's resident memory over file + KV cache (`--only llama-bench` runs just that part).
+512-token prefill on the shipped Q4_1 file and on the same model requantized to Q4_K_M by llama-quantize, for the
+default native weights (float32 activations) and native-int8 (llama.cpp's activation rounding), with the Q4_K_M
+model's resident memory over file + KV cache (`--only llama-bench` runs just that part).
 
     python benchmarks/decode.py --json --repeats 3
 """
@@ -214,15 +215,18 @@ def llama_bench_section(args, gguf, threads: int) -> dict:
     native = load(Weights.NATIVE, str(files["q4_k_m"]))[0]
     short, long = native.encode(PROMPT), long_prompt_ids(native, args.long_prompt)
     del native
-    log(f"llama-bench vs openafm (native weights), {args.repeats} interleaved rounds ...")
-    rows = compare(files, lambda path: load(Weights.NATIVE, str(path))[0], short, long, args.tokens, threads,
-                   args.repeats)
+    log(f"llama-bench vs openafm (native weights; and native-int8), {args.repeats} interleaved rounds ...")
+    loaders = {"openafm": lambda path: load(Weights.NATIVE, str(path))[0],
+               "openafm_int8": lambda path: load(Weights.NATIVE_INT8, str(path))[0]}
+    rows = compare(files, loaders, short, long, args.tokens, threads, args.repeats)
     rss = measure_rss(Weights.NATIVE.value, threads, model=str(files["q4_k_m"]))
     return {"llama_bench": rows, "q4k_rss": rss,
             "q4k_ratio_vs_llama_bench": rows["q4_k_m"]["decode_ratio"],
             "q4k_prefill_ratio_vs_llama_bench": rows["q4_k_m"]["prefill_ratio"],
             "q41_ratio_vs_llama_bench": rows["q4_1"]["decode_ratio"],
             "q41_prefill_ratio_vs_llama_bench": rows["q4_1"]["prefill_ratio"],
+            "q4k_int8_ratio_vs_llama_bench": rows["q4_k_m"]["openafm_int8_decode_ratio"],
+            "q41_int8_ratio_vs_llama_bench": rows["q4_1"]["openafm_int8_decode_ratio"],
             "q4k_rss_over_file_plus_kv": rss_over_file_plus_kv(rss, rows["q4_k_m"]["file_bytes"]),
             "llama_bench_targets": {"decode_ratio": 0.9, "prefill_ratio": 0.8, "rss_over_file_plus_kv": 1.3}}
 
