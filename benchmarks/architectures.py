@@ -1,7 +1,8 @@
 """Every supported family against transformers (and llama.cpp where its Python binding is built): logits and greedy
 tokens of a tiny random-weight model, loaded by openafm from the Hugging Face directory and from the GGUF file that
 the test suite's writer makes (tests/families.py: llama.cpp's converter layout), in float32; and the same GGUF with
-its matrices in Q4_0 / Q8_0 blocks kept as stored (weights="native") against the dequantized model.
+its matrices (stacked experts too) in Q4_0 / Q8_0 blocks kept as stored (weights="native") against the dequantized
+model.
 
 llama.cpp's figures (`llama_cpp_max_abs_logit_diff`) come from llama-cpp-python (`make bench-deps`) reading the very
 same float32 GGUF: they check the file layout against llama.cpp's own reader, not only against openafm's. The native
@@ -47,7 +48,7 @@ def family_row(name: str, root: Path) -> dict:
             row[f"max_abs_logit_diff_{form}"] = (lm.model(ids) - ref).abs().max().item()
         row[f"greedy_equal_{form}"] = generate_tokens(lm.model, [IDS], max_new_tokens=16)[0].token_ids == want
     q = gguf_py.GGMLQuantizationType
-    types = {n: q.Q8_0 if ".attn_v." in n else q.Q4_0 for n, s in save_gguf_names(model, name).items() if len(s) == 2}
+    types = {n: q.Q8_0 if ".attn_v." in n else q.Q4_0 for n, s in save_gguf_names(model, name).items() if len(s) >= 2}
     quant = save_gguf(model, name, root / "q.gguf", types)
     native, dense = load_model(quant, weights="native"), load_model(quant)
     short = ids[:, :6]                            # <= 8 rows: the block kernels (longer inputs dequantize, then matmul)

@@ -144,7 +144,11 @@ def save_gguf(model: torch.nn.Module, name: str, path: Path, types: dict[str, gg
     _metadata(writer, family.arch, cfg, name)
     for gname, value in _tensors(model, name).items():
         qtype = (types or {}).get(gname, gguf_py.GGMLQuantizationType.F32)
-        data = value if qtype == gguf_py.GGMLQuantizationType.F32 else quantize(value, GGMLType(int(qtype)))
+        if qtype == gguf_py.GGMLQuantizationType.F32:
+            data = value
+        else:                                       # rows of the last dimension (stacked experts: [E, I, bytes])
+            rows = quantize(value.reshape(-1, value.shape[-1]), GGMLType(int(qtype)))
+            data = rows.reshape(*value.shape[:-1], -1)
         writer.add_tensor(gname, data, raw_dtype=qtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -7,6 +7,8 @@ import torch
 import openafm
 from families import FAMILIES, make, save_gguf, save_gguf_names, save_hf
 from openafm.checkpoint.load import load_model
+from openafm.nn.block_linear import BlockLinear
+from openafm.nn.moe import MoE
 from openafm.runtime.generate import generate_tokens
 
 IDS = torch.tensor([[5, 80, 13, 200, 7, 33, 101, 258, 4, 90, 61, 17, 44, 3]])      # 14 tokens, > the windows
@@ -78,11 +80,13 @@ def test_native_weights_equal_the_dequantized_model(family, tmp_path):
     name, model, _, _, _ = family
     q = gguf_py.GGMLQuantizationType
     names = save_gguf_names(model, name)
-    types = {n: q.Q8_0 if ".attn_v." in n else q.Q4_0 for n, shape in names.items() if len(shape) == 2}
+    types = {n: q.Q8_0 if ".attn_v." in n else q.Q4_0 for n, shape in names.items() if len(shape) >= 2}
     types["blk.0.attn_output.weight"] = q.Q3_K if model.config.hidden_size % 256 == 0 else q.Q5_1
     path = save_gguf(model, name, tmp_path / "q.gguf", types)
     native, dense = load_model(path, weights="native"), load_model(path)
-    assert "Q4_0" in native.source
+    assert "Q4_0" in native.source and "dequantized" not in native.source
+    moes = [m for m in native.model.modules() if isinstance(m, MoE)]
+    assert all(isinstance(m.stored[0].gate_up, BlockLinear) for m in moes)      # experts kept as blocks too
     with torch.no_grad():
         assert torch.allclose(native.model(IDS), dense.model(IDS), atol=1e-3)
     tokens = [generate_tokens(lm.model, [IDS[0].tolist()], max_new_tokens=8)[0].token_ids for lm in (native, dense)]

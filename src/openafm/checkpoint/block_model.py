@@ -26,6 +26,7 @@ from openafm.errors import CheckpointError
 from openafm.models.build import build_model
 from openafm.models.decoder import CausalLM
 from openafm.nn.block_linear import BlockEmbedding, BlockLinear, BlockRows
+from openafm.nn.moe import StoredExpert
 from openafm.nn.packed_kernel import Activations, WeightFormat, check_cpu
 from openafm.nn.packed_model import module_path, set_module
 
@@ -48,6 +49,8 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
         layer = BlockRows([BlockLinear(blocks.clone(), NATIVE_TYPES[kept[n]], in_features, activations)
                            for n, blocks in zip(provenance[name], state.pop(name))])
         set_module(model, module_path(name), layer)
+    for layer, experts in _stored_experts(state, provenance, kept, model, activations).items():
+        model.get_submodule(f"layers.{layer}.ffn").store_experts(experts)
     formats = {name: NATIVE_TYPES[kept[parts[0]]] for name, parts in provenance.items()
                if name in state and parts[0] in kept}
     fused = {name for name in formats if len(provenance[name]) > 1}
@@ -64,7 +67,7 @@ def load_block_model(path: Path, activations: Activations = Activations.FLOAT32)
             layer = BlockLinear(blocks, fmt, in_features, activations)
         set_module(model, module_path(name), layer)
     missing, unexpected = model.load_state_dict(state, assign=True, strict=False)
-    missing = [k for k in missing if not k.endswith(".blocks") and ".parts." not in k]
+    missing = [k for k in missing if not k.endswith(".blocks") and ".parts." not in k and ".stored." not in k]
     if missing or unexpected:
         raise CheckpointError(f"{path}: weights do not fit the config: missing {missing[:5]}, "
                               f"unexpected {unexpected[:5]}")
@@ -80,7 +83,7 @@ NATIVE_NAMES = {t.name for t in NATIVE_TYPES}
 
 def _held_as(info) -> str:
     """How the native model holds one GGUF tensor, in the words of the source string."""
-    if info.type in NATIVE_TYPES and len(info.shape) == 2:
+    if info.type in NATIVE_TYPES and len(info.shape) in (2, 3):
         return info.type.name
     return "F32" if info.type is GGMLType.F32 else f"{info.type.name} dequantized to F32"
 
@@ -93,6 +96,26 @@ def release_free_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
     except (AttributeError, OSError):
         pass
+
+
+def _stored_experts(state: dict, provenance, kept: dict[str, GGMLType], model: torch.nn.Module,
+                    activations: Activations) -> dict[int, list[StoredExpert]]:
+    """Mixture-of-experts layers whose stacked experts were kept as blocks ([E, rows, row bytes], popped from
+    `state`) -> {layer: one StoredExpert per expert, each matrix a BlockLinear of its own rows}."""
+    out = {}
+    for name in [n for n in state if n.endswith(".ffn.gate_up") and provenance[n][0] in kept]:
+        layer = int(name.split(".")[1])
+        down_name = name[: -len("gate_up")] + "down"
+        if provenance[down_name][0] not in kept:
+            raise CheckpointError(f"{down_name}: the experts' down matrices are stored in a type the kernels do not "
+                                  f"read while gate/up are kept; load it with weights='float32'")
+        moe = model.get_submodule(name.rsplit(".", 1)[0])
+        gate_up, down = state.pop(name), state.pop(down_name)         # uint8 [E, 2H, bytes], [E, D, bytes]
+        fmt_gu, fmt_d = NATIVE_TYPES[kept[provenance[name][0]]], NATIVE_TYPES[kept[provenance[down_name][0]]]
+        out[layer] = [StoredExpert(BlockLinear(gate_up[e].clone(), fmt_gu, moe.dim, activations),
+                                   BlockLinear(down[e].clone(), fmt_d, moe.hidden, activations))
+                      for e in range(moe.n_experts)]
+    return out
 
 
 class MixedParts(list):

@@ -37,7 +37,7 @@ def _inspect_gguf(path: Path) -> dict[str, Any]:
     hf = hf_config(gguf)
     config = config_from_hf(hf, str(path))
     types = collections.Counter(info.type.name for info in gguf.tensors.values())
-    matrices = [info for info in gguf.tensors.values() if len(info.shape) == 2]
+    matrices = [info for info in gguf.tensors.values() if len(info.shape) in (2, 3)]    # 3: stacked experts
     native = collections.Counter(i.type.name for i in matrices if i.type in NATIVE_TYPES)
     dequantized = collections.Counter(i.type.name for i in matrices
                                       if i.type not in NATIVE_TYPES and i.type not in (GGMLType.F32,))
@@ -49,8 +49,7 @@ def _inspect_gguf(path: Path) -> dict[str, Any]:
         **_plan(config, hf),
         "tensor_types": dict(types.most_common()),
         "native": {"kept_as_stored": dict(native.most_common()),
-                   "dequantized_to_float32": dict(dequantized.most_common()),
-                   "expert_tensors_dequantized": sum(1 for i in gguf.tensors.values() if len(i.shape) == 3)},
+                   "dequantized_to_float32": dict(dequantized.most_common())},
         "tokenizer": {"model": meta.get("tokenizer.ggml.model"), "pre": meta.get("tokenizer.ggml.pre"),
                       "tokens": len(meta.get("tokenizer.ggml.tokens") or [])},
         "chat_template": None if template is None else (template[:80].replace("\n", "\\n")

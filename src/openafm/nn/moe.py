@@ -79,6 +79,15 @@ def grouped_mm_unsupported(device: torch.device, dtype: torch.dtype, dim: int, h
     return None
 
 
+class StoredExpert(nn.Module):
+    """One expert whose matrices are held in another form (a GGUF file's blocks: nn.block_linear), as modules
+    computing x W^T: `gate_up` [2H rows] and `down` [D rows]."""
+
+    def __init__(self, gate_up: nn.Module, down: nn.Module):
+        super().__init__()
+        self.gate_up, self.down = gate_up, down
+
+
 @dataclass(frozen=True)
 class MoEStats:
     """Routing statistics of the last forward. The losses are differentiable (they reach the router)."""
@@ -125,6 +134,7 @@ class MoE(nn.Module):
         self.gate_up = nn.Parameter(torch.empty(n_experts, 2 * hidden, dim, device=device))  # [E, 2H, D]
         self.down = nn.Parameter(torch.empty(n_experts, dim, hidden, device=device))  # [E, D, H]
         self.reset_parameters()
+        self.stored: nn.ModuleList | None = None      # store_experts: the experts as modules
         self._forced: MoEKernel | None = None
         self.kernel = kernel
         self.last_stats: MoEStats | None = None
@@ -160,7 +170,21 @@ class MoE(nn.Module):
         self._check_kernel(forced)
 
     def _grouped_mm_unsupported(self) -> str | None:
+        if self.stored is not None:
+            return "the experts are held as stored modules (GGUF blocks): one matmul per expert"
         return grouped_mm_unsupported(self.gate_up.device, self.gate_up.dtype, self.dim, self.hidden)
+
+    def store_experts(self, experts: list[StoredExpert]) -> None:
+        """Hold the experts as `experts` (e.g. GGUF blocks kept as stored) instead of the [E, 2H, D] and
+        [E, D, H] parameters, which are removed; the segment loop runs them (inference only)."""
+        if len(experts) != self.n_experts:
+            raise ConfigError(f"store_experts got {len(experts)} experts for n_experts={self.n_experts}")
+        for e, ex in enumerate(experts):
+            if (ex.gate_up.out_features, ex.down.out_features) != (2 * self.hidden, self.dim):
+                raise ConfigError(f"expert {e}: gate_up/down give {ex.gate_up.out_features}/{ex.down.out_features} "
+                                  f"rows; this MoE needs {2 * self.hidden}/{self.dim}")
+        del self.gate_up, self.down
+        self.stored = nn.ModuleList(experts)
 
     def _check_kernel(self, kernel: MoEKernel) -> None:
         if kernel is MoEKernel.GROUPED_MM and (why := self._grouped_mm_unsupported()) is not None:
@@ -189,7 +213,9 @@ class MoE(nn.Module):
         counts = torch.bincount(flat_expert, minlength=self.n_experts)  # [E]
 
         xs = x.index_select(0, token_of)  # [N*k, D]
-        if kernel is MoEKernel.GROUPED_MM:
+        if self.stored is not None:
+            ys = self._experts_stored(xs, counts)
+        elif kernel is MoEKernel.GROUPED_MM:
             ys = self._experts_grouped_mm(xs, counts)
         else:
             ys = self._experts_segment_loop(xs, counts)  # [N*k, D]
@@ -219,6 +245,16 @@ class MoE(nn.Module):
                 continue
             gate, up = F.linear(xe, gate_up).split(self.hidden, dim=-1)  # [n_e, H] each
             pieces.append(F.linear(F.silu(gate) * up, down))  # [n_e, D]
+        return torch.cat(pieces) if pieces else xs.new_zeros(0, self.dim)
+
+    def _experts_stored(self, xs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        # [N*k, D] (rows sorted by expert) -> [N*k, D], through the stored experts' modules
+        pieces = []
+        for xe, expert in zip(xs.split(counts.tolist()), self.stored, strict=True):
+            if xe.shape[0] == 0:
+                continue
+            gate, up = expert.gate_up(xe).split(self.hidden, dim=-1)  # [n_e, H] each
+            pieces.append(expert.down(F.silu(gate) * up))  # [n_e, D]
         return torch.cat(pieces) if pieces else xs.new_zeros(0, self.dim)
 
     def _stats(self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor, n_tokens: int) -> MoEStats:

@@ -65,7 +65,8 @@ def load_gguf_hf(path: str | os.PathLike, dtype: torch.dtype = torch.float32,
     the matrices kept as stored).
 
     Matrices stored in a type of `keep` stay as uint8 rows [out, row bytes] (views of the read-only mapping;
-    Q/K rows of permuted files are un-permuted copies); everything else is dequantized to `dtype`.
+    Q/K rows of permuted files are un-permuted copies), stacked experts as [E, rows, row bytes]; everything else
+    is dequantized to `dtype`.
     `lm_head.weight` is present only if the file has `output.weight` (else `tie_word_embeddings` is True)."""
     if not dtype.is_floating_point:
         raise ValueError(f"dtype {dtype} is not a floating-point dtype; weights load as float32, bfloat16, ...")
@@ -80,8 +81,8 @@ def load_gguf_hf(path: str | os.PathLike, dtype: torch.dtype = torch.float32,
     with one_thread():  # many mid-sized ops: fastest and steadiest on one thread (see dequant.one_thread)
         for gguf_name, name in names.items():
             info = gguf.info(gguf_name)
-            if info.type in keep and len(info.shape) == 2:
-                weight = gguf.raw(gguf_name).view(info.torch_shape[0], -1)   # uint8 [out, row bytes], the mapping
+            if info.type in keep and len(info.shape) in (2, 3):
+                weight = gguf.raw(gguf_name).view(*info.torch_shape[:-1], -1)   # uint8 [(E,) out, row bytes]
                 kept[name] = info.type
             else:
                 weight = gguf.dequantize(gguf_name).view(info.torch_shape)   # float32
@@ -89,7 +90,7 @@ def load_gguf_hf(path: str | os.PathLike, dtype: torch.dtype = torch.float32,
             if n_heads is not None:
                 weight = unpermute_rope_rows(weight, n_heads)
             state[name] = weight if dtype == torch.float32 or name in kept else weight.to(dtype)
-    _stack_experts(state)
+    _stack_experts(state, kept, gguf.path)
     for name in [n for n in state if n.endswith("shared_expert_gate.weight")]:
         state[name] = state[name].reshape(1, -1)                   # llama.cpp keeps Qwen2-MoE's gate as a vector
     return state, config, kept
@@ -127,11 +128,18 @@ def hf_name(gguf_name: str, gguf: GGUFFile) -> str:
                           f"blk.N.{{{', '.join(LAYER_NAMES)}}}")
 
 
-def _stack_experts(state: dict[str, torch.Tensor]) -> None:
-    """[E, I, D] gate and up experts -> one [E, 2I, D] `experts.gate_up_proj` (the stacked HF form)."""
+def _stack_experts(state: dict[str, torch.Tensor], kept: dict[str, GGMLType], path) -> None:
+    """[E, I, D] gate and up experts -> one [E, 2I, D] `experts.gate_up_proj` (the stacked HF form); kept blocks
+    stay blocks ([E, 2I, row bytes]) when gate and up share a type."""
     for name in [n for n in state if n.endswith("mlp.experts.gate_proj")]:
         prefix = name[: -len("gate_proj")]
+        types = kept.pop(name, None), kept.pop(prefix + "up_proj", None)
+        if types[0] != types[1]:
+            raise CheckpointError(f"{path}: {prefix}gate and up experts are stored in different types "
+                                  f"({types[0]}, {types[1]}); load it with weights='float32'")
         state[prefix + "gate_up_proj"] = torch.cat([state.pop(name), state.pop(prefix + "up_proj")], 1)
+        if types[0] is not None:
+            kept[prefix + "gate_up_proj"] = types[0]
 
 
 def hf_config(gguf: GGUFFile) -> dict[str, Any]:
