@@ -417,3 +417,15 @@ def test_a_tensor_whose_shape_disagrees_with_the_metadata_is_named(tmp_path, wei
     with pytest.raises(CheckpointError, match=r"s.gguf: tensors do not fit the model the metadata describes: "
                                               r"layers.0.attn.qkv.weight \(from model.layers.0.self_attn.q_proj"):
         load_model(path, weights=weights)
+
+
+def test_an_unknown_quantization_type_code_names_the_tensor(tmp_path):
+    path = write_gguf(tmp_path / "u.gguf", {"w": (np.ones((2, 4), np.float32), QT.F32)})
+    data = bytearray(path.read_bytes())
+    at = data.index(b"w", 24) + 1 + 4 + 2 * 8              # after the name: u32 n_dims, two u64 dims, then the type
+    assert int.from_bytes(data[at:at + 4], "little") == 0   # F32
+    data[at:at + 4] = (99).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"u.gguf: tensor 'w' has ggml type code 99, which this reader does not "
+                                              r"know \(known: F32, F16, Q4_0"):
+        read_gguf(path)
