@@ -16,15 +16,20 @@ each block's codes are widened to float and multiplied exactly, then scaled. Wor
 pool of threads that spin briefly, then yield, then sleep (csrc/pool.cpp), and the same kernels run the
 fused decode step (csrc/decode_step.cpp, runtime/fused_step.py).
 
-The extension is compiled on first use into ~/.cache/openafm/kernels (or $OPENAFM_KERNEL_CACHE) and
-reused; building needs a C++ compiler (g++) and the Python headers.
+The extension is compiled on first use into ~/.cache/openafm/kernels/<hash of the sources> (or under
+$OPENAFM_KERNEL_CACHE) and reused; building needs a C++ compiler (g++) and the Python headers. A build killed
+half-way does not block later ones (see _build_lock).
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
+import hashlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -99,14 +104,39 @@ def load_kernel():
         raise KernelUnavailableError("building the CPU kernels needs a C++ compiler (c++/g++ on PATH): "
                                      "install one (e.g. `apt-get install g++`) or use kernel=PackedKernel.TORCH")
     from torch.utils.cpp_extension import load  # on use: the C++ toolchain glue, only for the first build
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
     csrc = Path(__file__).parent / "csrc"
-    _module = load(name="openafm_cpu_kernels", sources=[str(csrc / s) for s in SOURCES],
-                   extra_include_paths=[str(csrc)],
-                   extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-ffp-contract=off"],
-                   extra_ldflags=["-fopenmp"], build_directory=str(directory), verbose=False)
+    directory = build_directory(csrc)
+    with _build_lock(directory):
+        _module = load(name="openafm_cpu_kernels", sources=[str(csrc / s) for s in SOURCES],
+                       extra_include_paths=[str(csrc)],
+                       extra_cflags=["-O3", "-mavx2", "-mfma", "-mf16c", "-fopenmp", "-ffp-contract=off"],
+                       extra_ldflags=["-fopenmp"], build_directory=str(directory), verbose=False)
     return _module
+
+
+def build_directory(csrc: Path) -> Path:
+    """cache_dir()/<hash of the sources and their folder>: each version of the kernels is built once and kept, so
+    checkouts (worktrees, a fresh clone beside a working copy) do not rebuild over each other."""
+    digest = hashlib.sha256(str(csrc).encode())        # torch's build also depends on where the sources are
+    for name in sorted(SOURCES + HEADERS):
+        digest.update(name.encode() + b"\0" + (csrc / name).read_bytes())
+    directory = cache_dir() / digest.hexdigest()[:16]
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+@contextlib.contextmanager
+def _build_lock(directory: Path) -> Iterator[None]:
+    """One openafm process builds or loads a version at a time, under an flock the OS releases when its holder
+    dies. torch's own build baton (a `lock` file) is left behind by a builder that was killed, and every later
+    load then waits on it forever; holding the flock, any such file is stale, and is removed."""
+    with open(directory / "openafm-build.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        (directory / "lock").unlink(missing_ok=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def weight_spec(fmt: WeightFormat, out: int, in_features: int, data: torch.Tensor | tuple, *, bits: int = 0,
