@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,22 @@ def test_truncated_last_metrics_line_is_dropped_on_resume(tmp_path):
     path.write_text(path.read_text() + '{"step": 7, "lo')          # a kill in the middle of a write
     Trainer(TrainConfig.from_dict(cfg)).run(resume=True)
     assert [r["step"] for r in read_metrics(path)] == list(range(1, 9))
+
+
+class _Payload:                              # any class: unpickling it is what weights_only=True refuses
+    pass
+
+
+def test_a_checkpoint_holding_pickled_objects_is_refused_not_loaded(reference, tmp_path):
+    """Training state holds tensors, numbers and strings only (RNG states included) and loads weights-only; a
+    state file carrying any other object (someone else's run directory) raises instead of unpickling it."""
+    run, _ = reference
+    latest = ckpt.latest_checkpoint(run)
+    state = torch.load(latest / ckpt.STATE, weights_only=True)            # ours loads weights-only
+    assert isinstance(state["rng"]["numpy"]["key"], torch.Tensor)
+    copy = tmp_path / latest.name
+    shutil.copytree(latest, copy)
+    torch.save({**state, "extra": _Payload()}, copy / ckpt.STATE)
+    with pytest.raises(CheckpointError, match=r"train_state.pt: holds objects other than tensors, numbers and "
+                                              r"strings .* it is not loaded"):
+        ckpt.load_training_checkpoint(copy)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 import re
 import shutil
 import tempfile
@@ -114,7 +115,12 @@ def load_training_checkpoint(path: str | Path, current_config: dict | None = Non
         if diff:
             raise CheckpointError(f"{path}: written by an incompatible config; differing keys: " + "; ".join(diff))
     model_config, model_state, _ = load_checkpoint(path / MODEL)
-    state = torch.load(path / STATE, weights_only=False)        # our own file: numpy / Python RNG states
+    try:                         # tensors, numbers, strings and containers only (see train/rng.py): no code runs
+        state = torch.load(path / STATE, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(f"{path / STATE}: holds objects other than tensors, numbers and strings (written by an "
+                              f"openafm before 0.1's weights-only checkpoints, or not by openafm); it is not loaded, "
+                              f"since unpickling them could run code ({str(e).splitlines()[0]})") from None
     return TrainingState(step=state["step"], model_config=model_config, model=model_state,
                          optimizer=state["optimizer"], schedule=state["schedule"], rng=state["rng"],
                          loader=json.loads((path / LOADER).read_text()), config=saved_config, path=path,

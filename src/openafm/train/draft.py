@@ -176,9 +176,11 @@ def train_draft(target: Decoder, tokenizer, prompts: list[str], config: DraftTra
     torch.manual_seed(config.seed)
     t0 = time.perf_counter()
     key = {"prompts": prompts, "answer_tokens": config.answer_tokens, "top_k": config.top_k}
-    cached = torch.load(data_cache, weights_only=False) if data_cache and Path(data_cache).is_file() else None
+    # tensors, numbers and lists only: the cache loads with weights_only=True (opening it cannot run code)
+    cached = torch.load(data_cache, weights_only=True) if data_cache and Path(data_cache).is_file() else None
     if cached is not None and cached["key"] == key:
-        pairs, data = cached["pairs"], cached["data"]
+        pairs = [tuple(p) for p in cached["pairs"]]
+        data = [Scored(**row) for row in cached["data"]]
         t1 = t2 = time.perf_counter()
     else:
         pairs = answer_prompts(target, tokenizer, prompts, answer_tokens=config.answer_tokens, progress=progress)
@@ -186,7 +188,8 @@ def train_draft(target: Decoder, tokenizer, prompts: list[str], config: DraftTra
         data = score(target, pairs, top_k=config.top_k, progress=progress)
         t2 = time.perf_counter()
         if data_cache:
-            torch.save({"key": key, "pairs": pairs, "data": data}, data_cache)
+            torch.save({"key": key, "pairs": [list(p) for p in pairs],
+                        "data": [dataclasses.asdict(d) for d in data]}, data_cache)
     vocab = frequent_vocab(pairs, min(config.vocab, target.kv_plan.vocab_size), vocab_size=target.kv_plan.vocab_size,
                            always=set(tokenizer.eos_token_ids))
     draft = build_draft(target, n_layers=config.n_layers, vocab_ids=vocab, target_name=target_name)

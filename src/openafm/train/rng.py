@@ -1,4 +1,7 @@
-"""Every random number generator a training step may draw from: torch (CPU and CUDA), numpy, Python."""
+"""Every random number generator a training step may draw from: torch (CPU and CUDA), numpy, Python.
+
+`capture()` gives the states as tensors, numbers and lists only, so a training checkpoint loads with
+`torch.load(weights_only=True)`: opening a run directory someone hands you cannot run code."""
 
 from __future__ import annotations
 
@@ -15,7 +18,12 @@ def seed_everything(seed: int) -> None:
 
 
 def capture() -> dict:
-    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    kind, key, pos, has_gauss, gauss = np.random.get_state()
+    version, words, python_gauss = random.getstate()
+    state = {"torch": torch.get_rng_state(),
+             "numpy": {"kind": kind, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "gauss": float(gauss)},
+             "python": {"version": version, "words": list(words), "gauss": python_gauss}}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -23,7 +31,9 @@ def capture() -> dict:
 
 def restore(state: dict) -> None:
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    p = state["python"]
+    random.setstate((p["version"], tuple(p["words"]), p["gauss"]))
     if "cuda" in state:
         torch.cuda.set_rng_state_all(state["cuda"])
