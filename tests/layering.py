@@ -2,7 +2,7 @@
 
 The spine runs one way, each layer importing only layers below it:
 
-    foundation (errors, config) ◀ nn, tokenizer ◀ models ◀ checkpoint ◀ runtime ◀ fm ◀ front door (api, cli,
+    foundation (errors, config, io) ◀ nn, tokenizer ◀ models ◀ checkpoint ◀ runtime ◀ fm ◀ front door (api, cli,
     commands, serve, the package root)
 
 Beside the spine sit data, train, compress, eval, rl, distributed and pipelines: they import the spine (up to
@@ -18,7 +18,7 @@ import dataclasses
 from pathlib import Path
 
 FRONT = 6
-SPINE_RANK = {"errors": 0, "config": 0, "nn": 1, "tokenizer": 1, "models": 2, "checkpoint": 3, "runtime": 4,
+SPINE_RANK = {"errors": 0, "config": 0, "io": 0, "nn": 1, "tokenizer": 1, "models": 2, "checkpoint": 3, "runtime": 4,
               "fm": 5, "api": FRONT, "cli": FRONT, "commands": FRONT, "serve": FRONT, "": FRONT}
 SIDE_MAY_IMPORT = {
     "distributed": set(),

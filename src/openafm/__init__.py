@@ -8,6 +8,7 @@ The spine, each layer importing only those before it (tests/layering.py keeps it
 
     errors.py      the typed errors every layer raises (each names the bad value)
     config.py      configs are data: dataclass <-> dict <-> flat golden dump
+    io.py          atomic file writes (temporary sibling, fsync, rename) for every room
     nn/            building blocks: norm, rope, attention kinds, the KV contract, MLP, MoE, LoRA, packed low-bit layers
     tokenizer/     byte-level BPE from GGUF or tokenizer.json, chat templates, streaming decode, training, extension
     models/        a model is a plan: the on-device decoder, PT-MoE, presets, upcycling

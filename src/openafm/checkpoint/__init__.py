@@ -14,7 +14,7 @@
     adapter.py       LoRA adapter files (one safetensors file) tied to their base model's weights fingerprint
     fingerprint.py   a SHA-256 fingerprint of a model's weights (what adapters and compressed checkpoints record)
     tagged.py        read openafm's single-file safetensors formats, checking their format tag and version
-    atomic.py        write one safetensors file atomically (temporary sibling, fsync, rename)
+    atomic.py        write one safetensors file atomically (through openafm.io: temporary sibling, fsync, rename)
     vision.py        vision tower files (encoder + adapter, float16, sidecar JSON); the default model's ships in the
                      data folder vision_weights (made by `openafm vlm train`)
 """

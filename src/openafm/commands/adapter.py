@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from openafm.checkpoint.adapter import attach_adapter, read_adapter
-from openafm.checkpoint.atomic import write_text_atomic
+from openafm.io import write_text_atomic
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from openafm.checkpoint.adapter import attach_adapter, read_adapter
-from openafm.checkpoint.atomic import write_text_atomic
+from openafm.io import write_text_atomic
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.data.instructions import instruction_prompts

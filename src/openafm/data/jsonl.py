@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from openafm.data.document import Document
+from openafm.io import atomic_write
 
 
 class JsonlError(ValueError):
@@ -42,16 +42,15 @@ def read_documents(path: str | Path) -> Iterator[Document]:
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Write rows atomically (temp file + rename); returns the number written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    n = 0
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
-    os.replace(tmp, path)
-    return n
+    written = []
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                written.append(1)
+    atomic_write(path, write)
+    return len(written)
 
 
 def write_documents(path: str | Path, docs: Iterable[Document]) -> int:

@@ -29,6 +29,7 @@ from openafm.checkpoint.load import LoadedModel
 from openafm.errors import ConfigError, MissingTokenizerError
 from openafm.eval.registry import Aggregate, Task, chance_of, check_data
 from openafm.eval.report import markdown_table, wilson_interval
+from openafm.io import write_text_atomic
 
 RUN_FILE, SUMMARY_FILE, TABLE_FILE = "run.json", "summary.json", "summary.md"
 MATCHED_KEYS = ("model", "adapter", "dtype", "seed", "limit")     # a rerun must agree on these
@@ -151,6 +152,4 @@ def _read_json(path: Path) -> dict | None:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")

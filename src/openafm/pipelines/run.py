@@ -9,13 +9,13 @@ stage's outputs and wall time.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import torch
 
 from openafm.errors import ConfigError
+from openafm.io import write_text_atomic
 from openafm.pipelines.recipe import Recipe, stage_spec
 from openafm.pipelines.stages import RUNNERS
 
@@ -24,9 +24,7 @@ REPORT = "report.json"
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)                       # a kill leaves the old file or the new one, never half of one
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")   # a kill leaves the old file or the new one
 
 
 def run_recipe(recipe: Recipe, *, log=print) -> dict:

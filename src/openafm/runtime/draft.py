@@ -26,7 +26,8 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from openafm.checkpoint.atomic import save_safetensors_atomic, write_text_atomic
+from openafm.checkpoint.atomic import save_safetensors_atomic
+from openafm.io import write_text_atomic
 from openafm.errors import CheckpointError
 from openafm.models.decoder import CausalLM, Decoder
 from openafm.models.plan import DecoderConfig, LayerSpec

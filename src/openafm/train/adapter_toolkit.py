@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from openafm.checkpoint.adapter import read_adapter
-from openafm.checkpoint.atomic import write_text_atomic
+from openafm.io import write_text_atomic
 from openafm.data.conversations import Conversation
 from openafm.nn.lora import DEFAULT_TARGETS
 from openafm.runtime.generate import generate_tokens

@@ -8,8 +8,9 @@ fields of TIMING_KEYS (which differ between runs of the same computation).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from openafm.io import write_text_atomic
 
 TIMING_KEYS = ("step_s", "tokens_per_s", "mfu", "elapsed_s")
 
@@ -48,9 +49,7 @@ class MetricsLog:
                                   f"(--resume) or use a new run_dir")
         if keep_through_step is not None:
             kept = [r for r in existing if r["step"] <= keep_through_step]
-            tmp = self.path.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-            os.replace(tmp, self.path)
+            write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         self._file = open(self.path, "a")
 
     def write(self, record: dict) -> None:

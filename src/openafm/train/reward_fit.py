@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +28,7 @@ import torch
 from tqdm import tqdm
 
 from openafm.errors import CheckpointError, ConfigError
+from openafm.io import atomic_write
 from openafm.train.config import Precision
 from openafm.train.reward import (LEVELS, PreferenceKind, PreferencePair, RewardModel, collate, conversation_ids,
                                   grading_loss, pair_loss)
@@ -181,14 +180,7 @@ def _order(data: RewardData, config: FitConfig, epoch: int) -> list[list[int]]:
 
 
 def _save(path: Path, state: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
 def fit(model: RewardModel, split: int, features: Sequence[torch.Tensor], data: RewardData, config: FitConfig, *,
