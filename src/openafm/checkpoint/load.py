@@ -22,7 +22,7 @@ import torch
 from openafm.checkpoint.block_model import load_block_model
 from openafm.checkpoint.compressed import COMPRESSED_FILE, is_compressed_checkpoint, load_compressed
 from openafm.checkpoint.families import config_from_hf
-from openafm.checkpoint.family_weights import check_fits, state_dict_from_hf
+from openafm.checkpoint.family_weights import Provenance, check_fits, state_dict_from_hf
 from openafm.checkpoint.gguf import load_gguf_hf
 from openafm.checkpoint.hf import is_hf_checkpoint, load_hf
 from openafm.checkpoint.native import is_native_checkpoint, load_checkpoint
@@ -143,10 +143,14 @@ def load_tokenizer(spec: str | Path) -> Tokenizer:
                           f"a .gguf file or a directory with tokenizer.json")
 
 
-def build_with_weights(config: ModelConfig, state: dict[str, torch.Tensor], source: str) -> CausalLM:
-    """A model with exactly these weights: missing, unexpected or misshapen tensors raise naming them."""
+def build_with_weights(config: ModelConfig, state: dict[str, torch.Tensor], source: str,
+                       provenance: Provenance | None = None) -> CausalLM:
+    """A model with exactly these weights: missing, unexpected or misshapen tensors raise naming them (with
+    `provenance`, a misshapen tensor is named with the file's tensors it was made from)."""
     model = build_model(config, device="meta")
     expected = {k: v.shape for k, v in model.state_dict().items()}
+    if provenance is not None:
+        check_fits(state, provenance, expected, source)
     missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     wrong = [f"{k}: {tuple(state[k].shape)} vs {tuple(s)}" for k, s in expected.items()
              if k in state and state[k].shape != s]
@@ -190,9 +194,7 @@ def _build_gguf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
     hf_sd, hf_config, _ = load_gguf_hf(path)
     config = config_from_hf(hf_config, str(path))
     state, provenance = state_dict_from_hf(hf_sd, config, str(path))
-    check_fits(state, provenance, {k: v.shape for k, v in build_model(config, device="meta").state_dict().items()},
-               str(path))
-    model = build_with_weights(config, state, str(path))
+    model = build_with_weights(config, state, str(path), provenance)
     return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
                        source=f"GGUF {path}")
 
