@@ -27,14 +27,13 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import emit, log, median, parser  # noqa: E402
-
 from openafm.checkpoint.packaged import packaged_tokenizer
 from openafm.data.images.emoji import HELD_OUT_STYLE, TRAIN_STYLES, emoji_images
 from openafm.data.images.image_set import concat
 from openafm.models.clip import ClipModel, clip_preset
-from openafm.train.clip import ClipTrainConfig, ClipTrainer, zero_shot
 from openafm.train.config import ScheduleKind
-from openafm.train.flip import flip_window, kept_per_window
+from openafm.train.vision.clip import ClipTrainConfig, ClipTrainer, zero_shot
+from openafm.train.vision.flip import flip_window, kept_per_window
 
 RESULT = Path(__file__).resolve().parent.parent / "docs" / "results" / "flip.json"
 

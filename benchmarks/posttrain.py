@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 
 from _common import emit
-from openafm.pipelines.recipe import BASE_PREFIX, RLStage, StageKind, TasksStage, load_recipe
 from openafm.checkpoint.load import load_model
+from openafm.pipelines.recipe import BASE_PREFIX, RLStage, StageKind, TasksStage, load_recipe
 from openafm.pipelines.run import run_recipe
 from openafm.rl.config import RLConfig
-from openafm.rl.rewards import Extract, extracted
+from openafm.rl.rewards.registry import Extract, extracted
 from openafm.rl.rollout import greedy_rows
 from openafm.rl.run import RLRun, render
 

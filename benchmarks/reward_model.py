@@ -17,14 +17,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import emit, parser  # noqa: E402
-
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
-from openafm.rl.pair_sources import build_groups  # noqa: E402
-from openafm.rl.pairs import N_GRADES, all_pairs  # noqa: E402
-from openafm.rl.reward_model import evaluate, prepare  # noqa: E402
-from openafm.train.reward import RewardModel  # noqa: E402
-from openafm.train.reward_fit import FitConfig, fit  # noqa: E402
+from openafm.rl.preference.fit import FitConfig, fit  # noqa: E402
+from openafm.rl.preference.model import RewardModel  # noqa: E402
+from openafm.rl.preference.pairs import N_GRADES, all_pairs  # noqa: E402
+from openafm.rl.preference.sources import build_groups  # noqa: E402
+from openafm.rl.preference.training import evaluate, prepare  # noqa: E402
 
 TARGET = 0.90
 

@@ -37,9 +37,9 @@ import torch
 
 from openafm.checkpoint.load import load_model
 from openafm.nn.lora import apply_lora
-from openafm.rl.async_run import AsyncRLRun, Schedule
 from openafm.rl.config import RLConfig
-from openafm.rl.params import ParameterServer, load_published, publishable
+from openafm.rl.system.async_run import AsyncRLRun, Schedule
+from openafm.rl.system.params import ParameterServer, load_published, publishable
 from openafm.runtime.threads import usable_cores
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -22,15 +22,14 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, parser  # noqa: E402
-
 import torch  # noqa: E402
 
+from _common import emit, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
 from openafm.eval.bfcl_data import Split  # noqa: E402
 from openafm.eval.tool_use import ToolMode, bfcl_items, evaluate_tools  # noqa: E402
-from openafm.rl.tool_data import DEFAULT_CATEGORIES, bfcl_sft_examples  # noqa: E402
+from openafm.rl.synthesis.tool_data import DEFAULT_CATEGORIES, bfcl_sft_examples  # noqa: E402
 from openafm.train.config import TrainConfig  # noqa: E402
 from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer, heldout_loss  # noqa: E402
 

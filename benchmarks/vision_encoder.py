@@ -27,13 +27,12 @@ from torch.nn import functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import emit, interleaved, log, median, parser  # noqa: E402
-
 from openafm.checkpoint.packaged import packaged_tokenizer
 from openafm.data.images.emoji import HELD_OUT_STYLE, TRAIN_STYLES, emoji_images
 from openafm.data.images.image_set import ImageSet, concat
 from openafm.models.clip import ClipModel, clip_preset
 from openafm.models.vision import RegisterKind, VisionConfig, VisionEncoder, get_vision_preset
-from openafm.train.clip import ClipTrainConfig, ClipTrainer, zero_shot
+from openafm.train.vision.clip import ClipTrainConfig, ClipTrainer, zero_shot
 
 RESULT = Path(__file__).resolve().parent.parent / "docs" / "results" / "vision_encoder.json"
 

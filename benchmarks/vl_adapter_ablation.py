@@ -1,7 +1,7 @@
 """Which vision-language adapter: C-Abstractor vs pixel-shuffle vs average pooling, at equal steps and data.
 
 Each kind gets a fresh tower (the same encoder initialisation: the seed is reset before each build) trained the same
---steps steps of the alignment objective of openafm.train.vlm (the mean image token vs SmolLM2's embedding of each
+--steps steps of the alignment objective of openafm.train.vision.vlm (the mean image token vs SmolLM2's embedding of each
 emoji name, InfoNCE over the 40 names; no decoder forward, so the ablation fits a few minutes) on the training
 styles, in rapid mode (9 tokens from an 8x8 grid) and balanced mode (144 tokens from 24x24) as the training mix
 draws them. Scored on the held-out twitter style: retrieval accuracy (nearest name in the decoder's embedding
@@ -23,16 +23,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, log, parser  # noqa: E402
-
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
 from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.models.vision import vision_small  # noqa: E402
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind  # noqa: E402
 from openafm.models.vlm import VisionTower, VisionTowerConfig  # noqa: E402
-from openafm.train.vlm import VLMTrainConfig, VLMTrainer, retrieval_accuracy  # noqa: E402
-from openafm.train.vlm_mix import ResolutionMix  # noqa: E402
-from openafm.train.vlm_tasks import Split, Task, chance, emoji_qa  # noqa: E402
+from openafm.splits import Split
+from openafm.train.vision.mix import ResolutionMix  # noqa: E402
+from openafm.train.vision.tasks import Task, chance, emoji_qa  # noqa: E402
+from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer, retrieval_accuracy  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -46,7 +46,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     lm = load_model(DEFAULT_MODEL)
-    train, held = emoji_qa(Split.TRAIN), emoji_qa(Split.HELD_OUT)
+    train, held = emoji_qa(Split.TRAIN), emoji_qa(Split.HELDOUT)
     vision = vision_small()
     config = VLMTrainConfig(steps=0, align_steps=args.steps, align_batch=args.batch,
                             task_weights=((Task.NAME_EMOJI, 1.0),), mix=ResolutionMix(low_rapid=0.75, balanced_of_rest=1.0))

@@ -28,17 +28,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, interleaved, log, median, parser  # noqa: E402
-
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
 from openafm.checkpoint.vision import load_tower, packaged_tower_path  # noqa: E402
-from openafm.eval.texts import Split as TextSplit  # noqa: E402
 from openafm.eval.texts import english_text  # noqa: E402
 from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.models.vlm import image_marker, split_markers  # noqa: E402
 from openafm.runtime.conversation import Conversation  # noqa: E402
-from openafm.train.vlm import answer_questions  # noqa: E402
-from openafm.train.vlm_tasks import Split, Task, chance, emoji_qa, word_qa  # noqa: E402
+from openafm.splits import Split
+from openafm.splits import Split as TextSplit  # noqa: E402
+from openafm.train.vision.tasks import Task, chance, emoji_qa, word_qa  # noqa: E402
+from openafm.train.vision.vlm import answer_questions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -86,8 +86,8 @@ def main() -> None:
         raise SystemExit("no vision tower: run `make vision-weights` first")
     tower = load_tower(path, decoder=DEFAULT_MODEL)
     sidecar = path.with_suffix(".json")
-    emoji = emoji_qa(Split.HELD_OUT)
-    words = word_qa(Split.HELD_OUT, args.questions)
+    emoji = emoji_qa(Split.HELDOUT)
+    words = word_qa(Split.HELDOUT, args.questions)
     probe = emoji[0]
     log("timing the modes (interleaved)")
     modes = list(Resolution)

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from layering import cycles, read_imports, violations
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -42,10 +43,18 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     ("fm/session.py", "from openafm.serve.app import app", "fm must not import the front door (serve)"),
     ("data/loader.py", "from openafm.train.loop import Trainer", "data may import no other side package, not train"),
     ("api.py", "from openafm.cli import main", "nothing imports the entry point cli"),
+    ("api.py", "from openafm.serve.app import app", "only commands import serve"),
+    ("rl/rewards/registry.py", "from openafm.rl.run import RLRun", "the room rl.rewards (rank 0) must not import rl (rank 2)"),
+    ("rl/run.py", "from openafm.rl.system.buffer import Sampling", "the room rl (rank 2) must not import rl.system"),
+    ("rl/synthesis/rejection.py", "from openafm.rl.preference.pairs import P",
+     "the room rl.synthesis (rank 1) must not import rl.preference (rank 1)"),
+    ("train/loop.py", "from openafm.train.vision.clip import C", "the room train (rank 0) must not import train.vision"),
+    ("fm/jsonschema/negation.py", "from openafm.fm.session import S", "the room fm.jsonschema (rank 0) must not import fm"),
 ])
 def test_a_wrong_import_is_named_with_its_file_and_line(tmp_path, rel, line, why):
     targets = {"models/plan.py": "", "compress/qat.py": "", "api.py": "", "train/loop.py": "", "serve/app.py": "",
-               "cli.py": ""}
+               "cli.py": "", "rl/run.py": "", "rl/system/buffer.py": "", "rl/preference/pairs.py": "",
+               "train/vision/clip.py": "", "fm/session.py": ""}
     root = _fake_tree(tmp_path, {**targets, rel: f'"""x"""\n\n\ndef f():\n    {line}\n'})
     found = violations(read_imports(root))
     assert len(found) == 1, found
@@ -58,7 +67,10 @@ def test_allowed_imports_pass(tmp_path):
         "compress/qat_train.py": "from openafm.train.loop import Trainer\nfrom openafm.fm.x import y\n",
         "train/loop.py": "from openafm.checkpoint.load import load_model\n", "checkpoint/load.py": "",
         "fm/x.py": "y = 1\n", "cli.py": "from openafm.commands import qat\nfrom openafm.api import load\n",
-        "commands/qat.py": "from openafm.compress.qat_train import f\n", "api.py": ""})
+        "commands/qat.py": "from openafm.compress.qat_train import f\n", "api.py": "",
+        "commands/serve.py": "from openafm.serve.app import app\n", "serve/app.py": "",
+        "rl/system/buffer.py": "from openafm.rl.rollout import Row\n", "rl/rollout.py": "",
+        "fm/jsonschema/negation.py": "from openafm.fm.guide import pattern_accepts\n", "fm/guide.py": ""})
     assert violations(read_imports(root)) == []
 
 

@@ -8,7 +8,8 @@ The spine, each layer importing only those before it (tests/layering.py keeps it
 
     errors.py      the typed errors every layer raises (each names the bad value)
     config.py      configs are data: dataclass <-> dict <-> flat golden dump
-    io.py          atomic file writes (temporary sibling, fsync, rename) for every room
+    io.py          files for every room: atomic file and directory writes (fsync, rename), JSON Lines, YAML
+    splits.py      Split: TRAIN and HELDOUT, the one enum every source of examples is cut by
     nn/            building blocks: norm, rope, attention kinds, the KV contract, MLP, MoE, LoRA, packed low-bit layers
     tokenizer/     byte-level BPE from GGUF or tokenizer.json, chat templates, streaming decode, training, extension
     models/        a model is a plan: the on-device decoder, PT-MoE, presets, upcycling
@@ -16,17 +17,18 @@ The spine, each layer importing only those before it (tests/layering.py keeps it
     runtime/       KV caches, sampling, generation, constrained decoding, LanguageModel (text in, text out)
     fm/            the Foundation Models framework with apple_fm_sdk's names
     api.py         the front door: openafm.load
-    cli.py         the `openafm` command line
-    commands/      the CLI subcommands for the packages beside the spine
-    serve/         `openafm serve`: the OpenAI-compatible server (continuous batching) and the playground
+    cli.py         the `openafm` command line: it only dispatches to commands/
+    commands/      every CLI subcommand, one module each
+    serve/         the OpenAI-compatible server (continuous batching) and the playground, run by `openafm serve`
 
 Beside the spine, importing from it and never imported by it:
 
     data/          corpus sources, the curation pipeline, token shards, mixtures, loaders
-    train/         the one trainer: loop, objectives, hooks, checkpoints
+    train/         the one trainer: loop, objectives, hooks, checkpoints; the vision stack's trainers in a room
     compress/      what makes compressed models: QAT, RTN, group quantization, ASTC, SVD pull-out, recovery
     eval/          evaluation: perplexity and task scores
-    rl/            post-training: reward functions and verifiers, the RLOO objective, rejection sampling
+    rl/            post-training: the RLOO algorithm and runs, with rooms for rewards, preference pairs and the
+                   reward model, verified SFT data, and asynchronous RL on Ray
     distributed/   track parallelism and the tensor-parallel baseline on torch.distributed
     pipelines/     the recipe runner: named pipelines of stages over the packages above
 """

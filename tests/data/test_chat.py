@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openafm.data.chat import ChatExample, read_chat_jsonl
-from openafm.data.jsonl import JsonlError
+from openafm.io import JsonlError
 
 
 def test_lines_become_examples_that_know_their_line(tmp_path):

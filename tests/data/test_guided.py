@@ -12,9 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from openafm.data.guided import GuidedDataset, Shape, Split, guided_example, schema_split
+from openafm.data.guided import GuidedDataset, Shape, guided_example, schema_split
 from openafm.data.guided_vocab import CONCEPTS, FIELDS, Choice
 from openafm.fm.structured import prompt_with_schema, response_json
+from openafm.splits import Split
 
 N_TRAIN, N_HELDOUT = 400, 120
 

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from openafm.data.document import Document
-from openafm.data.jsonl import JsonlError, read_documents, read_jsonl, write_documents
+from openafm.data.jsonl import read_documents, write_documents
+from openafm.io import JsonlError, read_jsonl
 
 
 def test_round_trip(tmp_path):

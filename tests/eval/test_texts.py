@@ -1,6 +1,7 @@
 import pytest
 
-from openafm.eval.texts import DEBIAN_REFERENCE_TXT, Split, debian_reference_sections, english_text, split_of
+from openafm.eval.texts import DEBIAN_REFERENCE_TXT, debian_reference_sections, english_text, split_of
+from openafm.splits import Split
 
 pytestmark = pytest.mark.skipif(not DEBIAN_REFERENCE_TXT.exists(), reason="debian-reference-en not installed")
 

@@ -12,7 +12,7 @@ import pytest
 
 import openafm.fm as fm
 from openafm.fm import GenerationSchema
-from openafm.fm.keywords import KEYWORDS, KeywordKind, kind_of
+from openafm.fm.jsonschema.keywords import KEYWORDS, KeywordKind, kind_of
 from openafm.runtime.constrained import accepts_text, json_schema_grammar
 
 # Keywords real schemas carry that constrain nothing (issue 19's list: GitHub, Kubernetes, Snowplow, SchemaStore).

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from openafm.fm import GenerationSchema, InvalidGenerationSchemaError
-from openafm.fm.keywords import KEYWORDS, KeywordKind
+from openafm.fm.jsonschema.keywords import KEYWORDS, KeywordKind
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "schema_coverage.py"
@@ -26,7 +26,7 @@ BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "schema_coverag
 FULLY_SUPPORTED = ("const.json", "enum.json", "type.json", "items.json", "prefixItems.json", "properties.json",
                    "required.json", "minimum.json", "maximum.json", "pattern.json", "default.json")
 
-# Validation keywords nothing enforces (openafm.fm.keywords, kind UNSUPPORTED): a schema using any must be rejected.
+# Validation keywords nothing enforces (openafm.fm.jsonschema.keywords, kind UNSUPPORTED): a schema using any must be rejected.
 # (minContains/maxContains constrain only beside `contains`, itself here.) Rewritten keywords compile or are
 # rejected; what compiles is held to the suite's instances by the test of invalid instances below.
 UNENFORCED = frozenset(k for k, (kind, _) in KEYWORDS.items() if kind is KeywordKind.UNSUPPORTED) - {

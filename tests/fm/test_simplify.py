@@ -1,4 +1,4 @@
-"""The exact simplifications of fm/simplify.py: the grammar of a rewritten schema admits exactly the values the
+"""The exact simplifications of fm/jsonschema/simplify.py: the grammar of a rewritten schema admits exactly the values the
 original schema admits (``jsonschema``'s validator is the reference), on tables of valid and invalid values."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from openafm.fm import GenerationSchema
-from openafm.fm.simplify import simplify
+from openafm.fm.jsonschema.simplify import simplify
 from openafm.runtime.constrained import accepts_text, json_schema_grammar
 
 FORMS = {"type": "object", "properties": {"type": {"enum": ["a", "b", "c", 1]}, "x": {"type": "integer"},

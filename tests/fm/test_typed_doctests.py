@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["errors", "guide", "schema", "content", "generable", "keywords", "negation", "raw_schema", "prompt"]
+MODULES = ["errors", "guide", "schema", "content", "generable", "jsonschema.keywords", "jsonschema.negation",
+           "jsonschema.raw_schema", "prompt"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -8,10 +8,9 @@ import torch.nn.functional as F
 from PIL import Image
 
 from openafm.errors import ConfigError
-from openafm.models.image_views import (ON_DEVICE, SERVER, ImageLoadError, Resolution, image_views, letterbox,
-                                        load_image)
+from openafm.models.image_views import ON_DEVICE, SERVER, ImageLoadError, Resolution, image_views, letterbox, load_image
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind, VLAdapter
-from openafm.train.vlm_mix import REPORT_DATA_MIX, DataMix, ExampleKind, ResolutionMix
+from openafm.train.vision.mix import REPORT_DATA_MIX, DataMix, ExampleKind, ResolutionMix
 
 
 @pytest.mark.parametrize("kind", list(AdapterKind))

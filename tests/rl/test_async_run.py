@@ -22,9 +22,9 @@ from ray.exceptions import ActorUnavailableError
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.cli import main
-from openafm.rl.async_run import AsyncRLRun, Schedule
 from openafm.rl.config import RLConfig
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, RLRun
+from openafm.rl.system.async_run import AsyncRLRun, Schedule
 from openafm.train import checkpoint as ckpt
 from openafm.train.metrics import read_metrics
 from tiny import make_tiny

@@ -14,15 +14,15 @@ import torch
 from openafm.checkpoint.native import save_checkpoint
 from openafm.errors import CheckpointError, ConfigError
 from openafm.nn.lora import apply_lora
-from openafm.rl.buffer import ReplayBuffer, Sampling, TrajectoryGroup
-from openafm.rl.config import RLConfig
-from openafm.rl.coordinator import Coordinator
-from openafm.rl.generator import TrajectoryGenerator
-from openafm.rl.params import ParameterServer, WeightSet, load_published, publishable
+from openafm.rl.config import RLConfig, Sampling
 from openafm.rl.rollout import Row
 from openafm.rl.run import PromptMixture
-from openafm.rl.tickets import Tickets
-from openafm.rl.updater import PolicyUpdater
+from openafm.rl.system.buffer import ReplayBuffer, TrajectoryGroup
+from openafm.rl.system.coordinator import Coordinator
+from openafm.rl.system.generator import TrajectoryGenerator
+from openafm.rl.system.params import ParameterServer, WeightSet, load_published, publishable
+from openafm.rl.system.tickets import Tickets
+from openafm.rl.system.updater import PolicyUpdater
 from tiny import make_tiny
 
 K = 3

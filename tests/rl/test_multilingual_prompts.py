@@ -7,8 +7,9 @@ import pytest
 from sacrebleu.metrics import CHRF
 
 from openafm.data.sources.udhr import Unit, package_dir, udhr_documents
-from openafm.rl.multilingual_prompts import HELDOUT_ARTICLES, Kind, Split, udhr_prompts
-from openafm.rl.rewards import make_reward
+from openafm.rl.multilingual_prompts import HELDOUT_ARTICLES, Kind, udhr_prompts
+from openafm.rl.rewards.registry import make_reward
+from openafm.splits import Split
 
 
 def _udhr_installed() -> bool:

@@ -10,11 +10,27 @@ import pytest
 
 from openafm.data.instructions import check, instruction_prompts
 from openafm.eval.bfcl_data import load_category, package_info, parse_calls_leniently
-from openafm.rl.pair_sources import (_confirm_math, _confirm_tool, bfcl_checker, build_groups, heldout_by_id,
-                                     worked)
-from openafm.rl.pairs import (GradedResponse, GradeMismatchError, Level, PairFormatError, Source, Split, all_pairs,
-                              pairs_of, read_pairs, write_pairs)
-from openafm.rl.rewards import make_reward
+from openafm.rl.preference.pairs import (
+    GradedResponse,
+    GradeMismatchError,
+    Level,
+    PairFormatError,
+    Source,
+    all_pairs,
+    pairs_of,
+    read_pairs,
+    write_pairs,
+)
+from openafm.rl.preference.sources import (
+    _confirm_math,
+    _confirm_tool,
+    bfcl_checker,
+    build_groups,
+    heldout_by_id,
+    worked,
+)
+from openafm.rl.rewards.registry import make_reward
+from openafm.splits import Split
 
 
 @pytest.fixture(scope="module")

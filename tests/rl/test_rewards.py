@@ -8,7 +8,14 @@ import reasoning_gym
 
 from openafm.data.instructions import Constraint, Kind, Relation, instruction_prompts
 from openafm.errors import ConfigError
-from openafm.rl.rewards import REWARDS, UnknownRewardError, answers_match, extract_answer, extracted, make_reward
+from openafm.rl.rewards.registry import (
+    REWARDS,
+    UnknownRewardError,
+    answers_match,
+    extract_answer,
+    extracted,
+    make_reward,
+)
 
 
 @pytest.mark.parametrize("response, answer", [

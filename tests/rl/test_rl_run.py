@@ -14,11 +14,12 @@ from openafm.checkpoint.native import save_checkpoint
 from openafm.cli import main
 from openafm.errors import ConfigError
 from openafm.rl.config import PromptSetConfig, RLConfig
-from openafm.rl.prompts import PromptRecord, PromptSource, Split, build_prompts
-from openafm.rl.rewards import REWARDS, UnknownRewardError
+from openafm.rl.prompts import PromptRecord, PromptSource, build_prompts
+from openafm.rl.rewards.registry import REWARDS, UnknownRewardError
 from openafm.rl.rollout import Row, pack_rows, sample_rows
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, PromptMixture, RLRun, render
 from openafm.rl.set_rewards import build_reward
+from openafm.splits import Split
 from openafm.train.metrics import read_metrics, without_timing
 from tiny import make_tiny
 

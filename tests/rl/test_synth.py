@@ -9,8 +9,8 @@ import pytest
 from openafm.data.chat import read_chat_jsonl
 from openafm.data.instructions import instruction_prompts
 from openafm.errors import ConfigError
-from openafm.rl.rewards import make_reward
-from openafm.rl.synth import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
+from openafm.rl.rewards.registry import make_reward
+from openafm.rl.synthesis.rejection import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
 from tiny import make_tiny
 
 

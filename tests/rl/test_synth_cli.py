@@ -11,7 +11,7 @@ from openafm.checkpoint.native import save_checkpoint
 from openafm.cli import main
 from openafm.data.chat import read_chat_jsonl
 from openafm.data.instructions import instruction_prompts
-from openafm.rl.rewards import make_reward
+from openafm.rl.rewards.registry import make_reward
 from tiny import make_tiny
 
 FAST = ["--k", "3", "--max-tokens", "6", "--temperature", "5.0", "--top-p", "1.0"]

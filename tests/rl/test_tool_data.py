@@ -11,13 +11,13 @@ import llguidance
 import pytest
 
 from openafm.data.chat import ChatExample, read_chat_jsonl
-from openafm.eval.bfcl_data import (Split, load_category, package_info, parse_calls_leniently, question_correct,
-                                    split_of)
+from openafm.eval.bfcl_data import load_category, package_info, parse_calls_leniently, question_correct, split_of
 from openafm.eval.registry import get_task
 from openafm.eval.tool_use import ToolQuestion, _prompt, bfcl_items, tools_of
 from openafm.fm.tool import tool_call_grammar
-from openafm.rl.tool_data import DEFAULT_CATEGORIES, bfcl_sft_examples, call_text
+from openafm.rl.synthesis.tool_data import DEFAULT_CATEGORIES, bfcl_sft_examples, call_text
 from openafm.runtime.constrained import accepts_text
+from openafm.splits import Split
 from openafm.train.sft import chat_tokens
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None,

@@ -6,11 +6,11 @@ import re
 import jsonschema
 import pytest
 import torch
-from tiny import make_tiny
 
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
 from openafm.runtime.generate import FinishReason, GenerationStats, generate_tokens
 from openafm.runtime.sampling import SamplingParams
+from tiny import make_tiny
 
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 12},

@@ -1,10 +1,10 @@
 import pytest
 import torch
-from tiny import make_tiny
 
 from openafm.errors import ContextWindowExceededError
 from openafm.runtime.generate import FinishReason, GenerationStats, generate_tokens
 from openafm.runtime.sampling import SamplingParams
+from tiny import make_tiny
 
 
 def naive_greedy(model, prompt, n):

@@ -9,8 +9,6 @@ import json
 import jsonschema
 import pytest
 import torch
-from packed_codes import rtn_codes
-from tiny import make_tiny
 
 from openafm.errors import CheckpointError
 from openafm.models.build import build_model
@@ -25,6 +23,8 @@ from openafm.runtime.generate import FinishReason, GenerationStats, generate_tok
 from openafm.runtime.kv_cache import KVCache, KVStorage
 from openafm.runtime.sampling import SamplingParams
 from openafm.runtime.speculative import SpeculativeStats, generate_speculative
+from packed_codes import rtn_codes
+from tiny import make_tiny
 
 PROMPT = [[5, 6, 7, 8, 9, 10, 11]]
 FAMILIES = ["smollm2-tiny", "afm-ondevice-tiny", "afm-server-dense-tiny"]   # dense, KV sharing, rings of 16

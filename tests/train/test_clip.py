@@ -7,8 +7,14 @@ from openafm.data.images.emoji import EmojiStyle, emoji_images
 from openafm.data.images.image_set import concat
 from openafm.models.clip import ClipConfig, ClipModel, TextConfig
 from openafm.models.vision import get_vision_preset
-from openafm.train.clip import (CaptionTokens, ClipTrainConfig, ClipTrainer, PairSampler, contrastive_loss,
-                                zero_shot)
+from openafm.train.vision.clip import (
+    CaptionTokens,
+    ClipTrainConfig,
+    ClipTrainer,
+    PairSampler,
+    contrastive_loss,
+    zero_shot,
+)
 
 
 def test_contrastive_loss_matches_the_closed_form():

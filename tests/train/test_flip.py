@@ -5,7 +5,7 @@ import torch
 
 from openafm.errors import ConfigError
 from openafm.models.vision import VisionEncoder, get_vision_preset, window_ids
-from openafm.train.flip import flip_window, keep_for, kept_per_window, window_keep
+from openafm.train.vision.flip import flip_window, keep_for, kept_per_window, window_keep
 
 
 @pytest.mark.parametrize("ratio, per_window", [(0.0, 16), (0.5, 8), (0.75, 4), (0.9375, 1)])

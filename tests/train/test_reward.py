@@ -12,9 +12,23 @@ import torch
 from torch import nn
 
 from openafm.errors import ConfigError
-from openafm.train.reward import (LEVELS, NO_GRADE, Level, PreferenceBatch, PreferenceKind, PreferencePair,
-                                  RewardLossConfig, RewardModel, TokenizerMismatchError, check_same_tokenizer,
-                                  collate, pair_loss, preference_batch, preference_loss, score_texts)
+from openafm.rl.preference.model import (
+    LEVELS,
+    NO_GRADE,
+    Level,
+    PreferenceBatch,
+    PreferenceKind,
+    PreferencePair,
+    RewardLossConfig,
+    RewardModel,
+    TokenizerMismatchError,
+    check_same_tokenizer,
+    collate,
+    pair_loss,
+    preference_batch,
+    preference_loss,
+    score_texts,
+)
 from tiny import make_tiny
 
 

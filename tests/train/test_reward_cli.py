@@ -16,13 +16,14 @@ from openafm.checkpoint.native import save_checkpoint
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.cli import main
 from openafm.errors import CheckpointError
-from openafm.rl.pairs import GradedPair, Source, Split, write_pairs
-from openafm.rl.reward_model import prepare, spearman
-from openafm.rl.rewards import make_reward
+from openafm.rl.preference.fit import FitConfig, RewardData, fit, prefix_features, score_features, top_forward
+from openafm.rl.preference.model import Level, PreferencePair, RewardModel, TokenizerMismatchError, score_texts
+from openafm.rl.preference.pairs import GradedPair, Source, write_pairs
+from openafm.rl.preference.saved import load_reward_model, save_reward_model
+from openafm.rl.preference.training import prepare, spearman
+from openafm.rl.rewards.registry import make_reward
+from openafm.splits import Split
 from openafm.train.config import Precision
-from openafm.train.reward import Level, PreferencePair, RewardModel, TokenizerMismatchError, score_texts
-from openafm.train.reward_file import load_reward_model, save_reward_model
-from openafm.train.reward_fit import FitConfig, RewardData, fit, prefix_features, score_features, top_forward
 from tiny import make_tiny
 
 

@@ -5,10 +5,10 @@ import random
 import torch
 
 from openafm.models.vlm import IMAGE_PLACEHOLDER
-from openafm.train.vlm import PrefixKV
-from openafm.train.vlm_joint import Rows
-from openafm.train.vlm_mix import ExampleKind
-from openafm.train.vlm_tasks import QA, Task, is_correct
+from openafm.train.vision.joint import Rows
+from openafm.train.vision.mix import ExampleKind
+from openafm.train.vision.tasks import QA, Task, is_correct
+from openafm.train.vision.vlm import PrefixKV
 from tiny import make_tiny
 
 

@@ -7,9 +7,6 @@ crash leaves either the old checkpoint or the new one, never a mix.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -17,6 +14,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from openafm.errors import CheckpointError
+from openafm.io import atomic_directory
 from openafm.models.build import ModelConfig, config_from_dict, model_kind
 
 FORMAT = "openafm-decoder"
@@ -26,23 +24,16 @@ WEIGHTS, CONFIG = "model.safetensors", "config.json"
 
 def save_checkpoint(directory: str | Path, config: ModelConfig, state_dict: dict[str, torch.Tensor],
                     tokenizer=None, extra: dict | None = None) -> Path:
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
-    try:
-        tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
+    tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "model_kind": model_kind(config),
+            "config": config.to_dict(), **(extra or {})}
+
+    def write(tmp: Path) -> None:
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format": FORMAT})
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "model_kind": model_kind(config),
-                "config": config.to_dict(), **(extra or {})}
         (tmp / CONFIG).write_text(json.dumps(meta, indent=2) + "\n")
         if tokenizer is not None:
             tokenizer.save(tmp)
-        _fsync_dir(tmp)
-        _replace_dir(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
+    return atomic_directory(directory, write)
 
 
 def is_native_checkpoint(directory: Path) -> bool:
@@ -81,19 +72,3 @@ def load_checkpoint(directory: str | Path) -> tuple[ModelConfig, dict[str, torch
     except (SafetensorError, OSError) as e:
         raise CheckpointError(f"{weights_path}: cannot be read as safetensors ({e})") from None
     return config, state, meta
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-        os.replace(new, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(new, target)
-
-
-def _fsync_dir(directory: Path) -> None:
-    for path in directory.iterdir():
-        with open(path, "rb") as f:
-            os.fsync(f.fileno())

@@ -1,7 +1,13 @@
-"""CLI subcommands that live beside the spine; each module exposes ``register(subparsers)``.
+"""Every `openafm` subcommand, one module each exposing ``register(subparsers)``; ``openafm.cli`` only dispatches
+(its ``COMMAND_MODULES`` lists them in help order).
 
-They are listed in ``openafm.cli.COMMAND_MODULES``.
-
+    common.py     what several commands share: --model and sampling flags, a timed load, the timing line
+    generate.py   `openafm generate PROMPT` (continuation or --chat, speculative with --draft) and `openafm chat`
+    models.py     `openafm models`: packaged models and presets, --describe NAME, --inspect PATH
+    respond.py    `openafm respond PROMPT`: the Foundation Models session API (schema, stream, adapter, images)
+    demo.py       `openafm demo` (`make demo`): chat, generations and the framework on the default model, timed
+    serve.py      `openafm serve`: the OpenAI-compatible server and the playground (uvicorn)
+    upcycle.py    `openafm upcycle DENSE OUT`: sparse upcycling of a dense model into an MoE checkpoint
     data.py       `openafm data build`: the corpus curation pipeline (report §3.1) into JSONL shards
     shards.py     `openafm data tokenize`: JSONL Documents -> memory-mapped token shards per domain and language
     tokenizer.py  `openafm tokenizer train|extend`: train a byte-level BPE, or extend one with new tokens

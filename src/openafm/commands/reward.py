@@ -13,14 +13,14 @@ import torch
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
-from openafm.data.jsonl import read_jsonl, write_jsonl
-from openafm.rl.pair_sources import build_groups
-from openafm.rl.pairs import N_GRADES, Source, all_pairs, read_pairs, write_pairs
-from openafm.rl.reward_model import evaluate, prepare
+from openafm.io import read_jsonl, write_jsonl
+from openafm.rl.preference.fit import FIT_FILE, FitConfig, fit
+from openafm.rl.preference.model import PreferenceKind, RewardModel
+from openafm.rl.preference.pairs import N_GRADES, Source, all_pairs, read_pairs, write_pairs
+from openafm.rl.preference.saved import REWARD_FILE, load_reward_model, save_reward_model
+from openafm.rl.preference.sources import build_groups
+from openafm.rl.preference.training import evaluate, prepare
 from openafm.train.config import Precision
-from openafm.train.reward import PreferenceKind, RewardModel
-from openafm.train.reward_file import REWARD_FILE, load_reward_model, save_reward_model
-from openafm.train.reward_fit import FIT_FILE, FitConfig, fit
 
 PAIRS_FILE, SUMMARY_FILE, METRICS_FILE = "pairs.jsonl", "summary.json", "metrics.jsonl"
 
@@ -54,7 +54,7 @@ def register(sub) -> None:
                                   "loss plus single-sided grading on pairs whose every label has a verified reason.",
                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("out", help="output directory")
-    t.add_argument("--pairs", default=None, help="a pairs JSONL file (see openafm.rl.pairs); else built")
+    t.add_argument("--pairs", default=None, help="a pairs JSONL file (see openafm.rl.preference.pairs); else built")
     t.add_argument("--sources", default="math,instructions,tool-call",
                    help=f"comma-separated sources to build pairs from ({', '.join(s.value for s in Source)})")
     t.add_argument("--n", type=int, default=64, help="training prompts per source (default 64)")

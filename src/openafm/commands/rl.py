@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from openafm.rl.async_run import AsyncRLRun, Schedule
 from openafm.rl.config import load_rl_config
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, RLRun
+from openafm.rl.system.async_run import AsyncRLRun, Schedule
 
 EPILOG = f"""config (YAML; see openafm.rl.config for every key):
   model: smollm2-135m-instruct        # or a checkpoint directory (an SFT run's export)

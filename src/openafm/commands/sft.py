@@ -11,15 +11,15 @@ from pathlib import Path
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.data.chat import read_chat_jsonl
-from openafm.data.guided import GuidedDataset, Split
-from openafm.data.jsonl import read_jsonl
-from openafm.eval.bfcl_data import Split as BFCLSplit
+from openafm.data.guided import GuidedDataset
+from openafm.io import read_jsonl
 from openafm.nn.lora import DEFAULT_TARGETS
+from openafm.rl.synthesis.tool_data import DEFAULT_CATEGORIES as BFCL_CATEGORIES
+from openafm.rl.synthesis.tool_data import bfcl_sft_examples
+from openafm.splits import Split
 from openafm.train.config import Precision, TrainConfig
 from openafm.train.loop import METRICS_FILE
 from openafm.train.lora import save_lora_adapter
-from openafm.rl.tool_data import DEFAULT_CATEGORIES as BFCL_CATEGORIES
-from openafm.rl.tool_data import bfcl_sft_examples
 from openafm.train.sft import Method, SFTLoader, TooLong, build_sft_trainer, heldout_loss, save_full_model
 
 GUIDED, HELDOUT, NONE = "guided", "guided-heldout", "none"
@@ -35,7 +35,7 @@ EPILOG = f"""data (--data):
                 decoder writes (openafm.data.guided, its train split; seeded by --seed)
   bfcl          tool calls: the train split (by question id) of BFCL's {', '.join(BFCL_CATEGORIES)} questions
                 (the bfcl-eval wheel), each the framework's tools system prompt, the question, and the
-                ground-truth calls as the constrained tool-call grammar writes them (openafm.rl.tool_data)
+                ground-truth calls as the constrained tool-call grammar writes them (openafm.rl.synthesis.tool_data)
   FILE.jsonl    one {{"prompt": ..., "response": ...}} object per line, optionally "system" (a bad line is an error
                 naming file:line)
 
@@ -112,7 +112,7 @@ def _examples(data: str, seed: int):
     if data == GUIDED:
         return GuidedDataset(seed=seed, split=Split.TRAIN)
     if data == BFCL:
-        return bfcl_sft_examples(BFCL_CATEGORIES, split=BFCLSplit.TRAIN)[0]
+        return bfcl_sft_examples(BFCL_CATEGORIES, split=Split.TRAIN)[0]
     if data.endswith(".jsonl") or Path(data).is_file():
         return read_chat_jsonl(data)
     raise ValueError(f"--data {data!r} is neither 'guided', 'bfcl' nor a JSONL file of {{prompt, response}}")
@@ -129,7 +129,7 @@ def _eval_examples(args):
     if which in (GUIDED, BFCL):
         raise ValueError(f"--eval-data {which} would measure on training data; use {which}-heldout")
     if which == BFCL_HELDOUT:
-        return bfcl_sft_examples(BFCL_CATEGORIES, split=BFCLSplit.HELDOUT)[0][:args.eval_examples]
+        return bfcl_sft_examples(BFCL_CATEGORIES, split=Split.HELDOUT)[0][:args.eval_examples]
     return read_chat_jsonl(which)[:args.eval_examples]
 
 

@@ -1,4 +1,4 @@
-"""`openafm synth OUT.jsonl`: rejection-sampling synthesis of verified SFT data (openafm.rl.synth): k samples per
+"""`openafm synth OUT.jsonl`: rejection-sampling synthesis of verified SFT data (openafm.rl.synthesis.rejection): k samples per
 prompt from a model, kept when a verifier accepts them, written with their provenance for `openafm sft --data`."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.data.instructions import instruction_prompts
-from openafm.data.jsonl import read_jsonl
-from openafm.rl.synth import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
+from openafm.io import read_jsonl
+from openafm.rl.synthesis.rejection import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
 
 INSTRUCTIONS, MATH = "instructions", "math"
 AUTO, MAJORITY = "auto", "majority"
@@ -59,7 +59,7 @@ def register(sub) -> None:
 
 
 def _math_prompts(n: int, seed: int) -> list[SynthPrompt]:
-    import reasoning_gym   # heavy optional import (loads every dataset module)
+    import reasoning_gym  # heavy optional import (loads every dataset module)
 
     data = reasoning_gym.create_dataset(MATH_DATASET, size=n, seed=seed)
     return [SynthPrompt(e["question"] + ANSWER_HINT, e, f"reasoning-gym {MATH_DATASET} seed {seed} #{i}")

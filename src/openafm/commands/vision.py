@@ -20,7 +20,7 @@ from openafm.data.images.image_set import ImageSet, concat
 from openafm.errors import ConfigError
 from openafm.models.clip import ClipModel, clip_preset
 from openafm.models.vision import CONFIG_ONLY, VISION_PRESETS
-from openafm.train.clip import ClipTrainConfig, train_clip, zero_shot
+from openafm.train.vision.clip import ClipTrainConfig, train_clip, zero_shot
 
 SOURCE_SIZE = 64          # every source is loaded at 64x64 and resized to --image-size per batch
 

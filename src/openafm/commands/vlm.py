@@ -12,17 +12,18 @@ from pathlib import Path
 
 import torch
 
-from openafm.checkpoint.load import load_model
 from openafm.checkpoint.clip import load_vision_encoder
+from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.checkpoint.vision import PACKAGED_DIR, PACKAGED_TOWERS, save_tower
 from openafm.models.image_views import Resolution
 from openafm.models.vision import get_vision_preset
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind
 from openafm.models.vlm import VisionTower, VisionTowerConfig
-from openafm.train.vlm import VLMTrainConfig, VLMTrainer, answer_questions, retrieval_accuracy
-from openafm.train.vlm_joint import JointConfig, run_joint
-from openafm.train.vlm_tasks import Split, Task, chance, emoji_qa, word_qa
+from openafm.splits import Split
+from openafm.train.vision.joint import JointConfig, run_joint
+from openafm.train.vision.tasks import Task, chance, emoji_qa, word_qa
+from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer, answer_questions, retrieval_accuracy
 
 EPILOG = f"""train: the tower (encoder + adapter) learns to answer "What emoji is this?" (K emoji in the apple, google,
 facebook and Noto-font styles) and "What word is written in the image?" (words in DejaVu Sans faces) with the
@@ -96,7 +97,7 @@ def _cmd_train(args) -> int:
     trainer = VLMTrainer(lm.model, lm.tokenizer, tower, config)
     history = trainer.train(pools, log=print)
     train_seconds = time.perf_counter() - start
-    held = {Task.NAME_EMOJI: emoji_qa(Split.HELD_OUT)[:args.eval], Task.READ_WORD: word_qa(Split.HELD_OUT, args.eval)}
+    held = {Task.NAME_EMOJI: emoji_qa(Split.HELDOUT)[:args.eval], Task.READ_WORD: word_qa(Split.HELDOUT, args.eval)}
     figures = {}
     for mode in (Resolution.RAPID, Resolution.BALANCED):
         for task, qas in held.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from openafm.data.jsonl import JsonlError, read_jsonl
+from openafm.io import JsonlError, read_jsonl
 
 KEYS = ("prompt", "response")
 OPTIONAL = ("system", "meta")

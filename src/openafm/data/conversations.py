@@ -27,8 +27,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from openafm.data.jsonl import JsonlError
 from openafm.fm.tool import CALL_CLOSE, CALL_OPEN, specs_prompt
+from openafm.io import JsonlError, json_line
 
 ROLES = ("system", "user", "assistant", "tool")
 KEYS = {"system": {"role", "content", "tools"}, "user": {"role", "content"},
@@ -141,10 +141,7 @@ def read_conversations(path: str | Path, *, skip_bad: bool = False) -> Conversat
             try:
                 if not line.strip():
                     raise ConversationError(f"{where}: blank line (every line is one conversation)")
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ConversationError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+                obj = json_line(line, where, ConversationError)
                 out.append(parse_conversation(obj, where))
             except ConversationError as e:
                 if not skip_bad:

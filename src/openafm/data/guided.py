@@ -52,16 +52,12 @@ from openafm.data.guided_vocab import (
 from openafm.fm.generable import generable
 from openafm.fm.guide import GenerationGuide, guide
 from openafm.fm.structured import prompt_with_schema, response_json
+from openafm.splits import Split
 
 MAX_DEPTH = 2             # recursion: the root is level 0; lists at this level are empty
 HELDOUT_BUCKETS = 2       # of 16 schema-hash buckets
 MAX_ATTEMPTS = 200
 _ABSENT = object()        # an optional field left out of the instance
-
-
-class Split(str, enum.Enum):
-    TRAIN = "train"
-    HELDOUT = "heldout"
 
 
 class Shape(str, enum.Enum):

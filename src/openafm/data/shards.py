@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from openafm.data.document import Document
 from openafm.errors import OpenAFMError
+from openafm.io import fsync_tree, replace_directory
 
 FORMAT = "openafm-token-shard/1"
 TOKENS_FILE, OFFSETS_FILE, HEADER_FILE = "tokens.bin", "offsets.bin", "shard.json"
@@ -149,7 +150,8 @@ class ShardWriter:
                              tokens_sha256=self._hash.hexdigest(), offsets_sha256=hashlib.sha256(offsets).hexdigest(),
                              domain=self.domain, lang=self.lang, tokenizer=self.tokenizer, n_empty_skipped=self._empty)
         (self._tmp / HEADER_FILE).write_text(json.dumps(header.to_json(), indent=1) + "\n")
-        _replace_dir(self._tmp, self.path)
+        fsync_tree(self._tmp)
+        replace_directory(self._tmp, self.path)
         self.header = header
         return header
 
@@ -218,17 +220,6 @@ def _progress(enabled: bool, desc: str):
     if not enabled:
         return None
     return tqdm(desc=desc, unit="doc")
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Rename directory src to dst, replacing an existing dst (which is moved aside first, then removed)."""
-    if dst.exists():
-        old = dst.parent / f".{dst.name}.old-{uuid.uuid4().hex[:8]}"
-        os.rename(dst, old)
-        os.rename(src, dst)
-        shutil.rmtree(old)
-    else:
-        os.rename(src, dst)
 
 
 class TokenShard:

@@ -9,7 +9,6 @@ reads the result.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from tqdm import tqdm
 
 from openafm.data.document import Document
 from openafm.data.shards import ShardError, ShardHeader, ShardWriter
+from openafm.io import json_object
 
 UNKNOWN_LANG = "und"  # ISO 639-2 "undetermined"
 
@@ -134,12 +134,7 @@ def _input_files(in_dir: Path) -> list[tuple[str, Path]]:
 
 def parse_document_line(line: str, path: Path, line_no: int) -> Document:
     """One JSONL line of a curated corpus -> its Document; anything else raises ShardError naming path:line."""
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ShardError(f"{path}:{line_no}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ShardError(f"{path}:{line_no}: expected a Document object, got {type(data).__name__}")
+    data = json_object(line, f"{path}:{line_no}", ShardError)
     try:
         return Document.from_json(data)
     except (TypeError, ValueError) as e:

@@ -11,14 +11,13 @@ equals the same float; booleans are not numbers), strings case-insensitively aft
 element by element, dicts key by key (a ground-truth dict whose values are all lists is itself a nested
 possible answer: acceptable values per key), null only as null.
 
-Split: every question id falls, by a stable hash, into the train split (post-training data: rl/tool_data.py) or
+Split: every question id falls, by a stable hash, into the train split (post-training data: rl/synthesis/tool_data.py) or
 the held-out split (HELDOUT_PERCENT of the ids; the `bfcl_*_heldout` eval tasks), so SFT on the train split can
 be evaluated on questions it never saw. `split_of(id)` depends on the id alone, not on the file or its order.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from openafm.errors import MissingTaskDataError
+from openafm.io import Blank, read_jsonl
+from openafm.splits import Split
 
 PACKAGE = "bfcl-eval"
 INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}"
@@ -39,12 +40,6 @@ _TYPES = {"dict": "object", "float": "number", "tuple": "array", "integer": "int
 _DROPPED = {"optional"}           # BFCL's own annotation; "required" already says which parameters must be given
 
 
-class Split(str, enum.Enum):
-    ALL = "all"                  # every question (the eval tasks' default)
-    TRAIN = "train"              # what post-training may learn from
-    HELDOUT = "heldout"          # what it is evaluated on
-
-
 def split_of(question_id: str) -> Split:
     """TRAIN or HELDOUT for a question id: the first 8 bytes of sha256("bfcl-split:" + id), mod 100, below
     HELDOUT_PERCENT is held out. Stable across runs, machines and file versions."""
@@ -52,8 +47,9 @@ def split_of(question_id: str) -> Split:
     return Split.HELDOUT if int.from_bytes(digest[:8], "big") % 100 < HELDOUT_PERCENT else Split.TRAIN
 
 
-def in_split(question_id: str, split: Split) -> bool:
-    return Split(split) is Split.ALL or split_of(question_id) is Split(split)
+def in_split(question_id: str, split: Split | None) -> bool:
+    """Whether the question is in `split` (None: every question is)."""
+    return split is None or split_of(question_id) is Split(split)
 
 
 # ---- the data files -------------------------------------------------------------------------------
@@ -84,12 +80,12 @@ def category_files(data: Path, category: str) -> tuple[Path, Path]:
     return q, a
 
 
-def load_category(data: Path, category: str, split: Split = Split.ALL) -> list[dict]:
+def load_category(data: Path, category: str, split: Split | None = None) -> list[dict]:
     """Entries {id, question (the single user turn), functions, ground_truth} of the split, in file order."""
     q_path, a_path = category_files(data, category)
-    answers = {e["id"]: e["ground_truth"] for e in map(json.loads, a_path.read_text().splitlines()) if e}
+    answers = {e["id"]: e["ground_truth"] for e in read_jsonl(a_path, Blank.SKIP)}
     out = []
-    for e in map(json.loads, (line for line in q_path.read_text().splitlines() if line.strip())):
+    for e in read_jsonl(q_path, Blank.SKIP):
         if not in_split(e["id"], split):
             continue
         turns = e["question"]

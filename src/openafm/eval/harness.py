@@ -19,8 +19,8 @@ import json
 import math
 import os
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -29,7 +29,7 @@ from openafm.checkpoint.load import LoadedModel
 from openafm.errors import ConfigError, MissingTokenizerError
 from openafm.eval.registry import Aggregate, Task, chance_of, check_data
 from openafm.eval.report import markdown_table, wilson_interval
-from openafm.io import write_text_atomic
+from openafm.io import read_jsonl_log, write_text_atomic
 
 RUN_FILE, SUMMARY_FILE, TABLE_FILE = "run.json", "summary.json", "summary.md"
 MATCHED_KEYS = ("model", "adapter", "dtype", "seed", "limit")     # a rerun must agree on these
@@ -114,26 +114,7 @@ def _ci(task: Task, records: list[dict]) -> list[float]:
 
 def read_records(path: Path) -> dict[str, dict]:
     """id -> record of a task's JSONL file; a torn last line (a kill mid-write) is cut from the file."""
-    if not path.exists():
-        return {}
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    records, good = {}, 0
-    for i, line in enumerate(lines):
-        if not line.strip():
-            good += len(line) + 1
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:                  # the last line, cut short: drop it
-                with open(path, "r+b") as f:
-                    f.truncate(good)
-                break
-            raise ValueError(f"{path}:{i + 1}: not a JSON record; the file is damaged (delete it to rerun the task)")
-        records[record["id"]] = record
-        good += len(line) + 1
-    return records
+    return {record["id"]: record for record in read_jsonl_log(path, cut_torn_tail=True)}
 
 
 def _check_run_file(out: Path, config: dict) -> None:

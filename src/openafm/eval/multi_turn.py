@@ -48,6 +48,7 @@ from openafm.eval.bfcl_data import package_info, parse_calls_leniently
 from openafm.eval.tool_use import MAX_TOKENS, DescribedTool, ToolMode
 from openafm.fm.errors import InvalidGenerationSchemaError
 from openafm.fm.tool import CALL_CLOSE, tool_call_grammar, tools_prompt
+from openafm.io import Blank, read_jsonl
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.generate import FinishReason, generate_tokens
 
@@ -144,10 +145,9 @@ def call_as_json(env: dict[str, object], text: str) -> dict:
 def multi_turn_items(n: int, *, seed: int, task: str) -> tuple[list[MultiTurnQuestion], dict[str, str]]:
     """(n seeded questions, {left-out id: reason}) — see the module doc for what is left out."""
     _, data = package_info(task)
-    questions = [json.loads(x) for x in (data / f"BFCL_v4_{CATEGORY}.json").read_text().splitlines() if x.strip()]
-    answers = {e["id"]: e["ground_truth"] for e in
-               (json.loads(x) for x in (data / "possible_answer" / f"BFCL_v4_{CATEGORY}.json").read_text()
-                .splitlines() if x.strip())}
+    questions = list(read_jsonl(data / f"BFCL_v4_{CATEGORY}.json", Blank.SKIP))
+    answers = {e["id"]: e["ground_truth"]
+               for e in read_jsonl(data / "possible_answer" / f"BFCL_v4_{CATEGORY}.json", Blank.SKIP)}
     docs, broken = {}, {}
     for name, (_, doc_file) in CLASSES.items():
         try:
@@ -155,8 +155,7 @@ def multi_turn_items(n: int, *, seed: int, task: str) -> tuple[list[MultiTurnQue
         except ImportError as e:
             broken[name] = f"{name} does not import: {e}"
             continue
-        docs[name] = [json.loads(x) for x in (data / "multi_turn_func_doc" / doc_file).read_text().splitlines()
-                      if x.strip()]
+        docs[name] = list(read_jsonl(data / "multi_turn_func_doc" / doc_file, Blank.SKIP))
     rng = random.Random(f"bfcl:{CATEGORY}:{seed}")
     items, left_out = [], {}
     for i in rng.sample(range(len(questions)), len(questions)):

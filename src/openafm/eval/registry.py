@@ -15,10 +15,10 @@ from __future__ import annotations
 import enum
 import importlib.util
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,9 +30,9 @@ from openafm.data.sources.wordnet import WORDNET_DIR
 from openafm.errors import MissingTaskDataError, UnknownTaskError
 from openafm.eval import instruction_following, mc, mgsm, multi_turn, multilingual, tool_use
 from openafm.eval.bfcl_data import INSTALL_COMMAND as BFCL_INSTALL
-from openafm.eval.bfcl_data import Split as BFCLSplit
 from openafm.eval.perplexity import window_nlls
 from openafm.eval.texts import DEBIAN_REFERENCE_TXT, english_text
+from openafm.splits import Split
 
 PERPLEXITY_CONTEXT = 512
 
@@ -172,7 +172,7 @@ def _bfcl_heldout(n: int, seed: int, tokenizer, *, category: str, task: str) -> 
     """BFCL (report §8 tool use) after post-training on BFCL data: the held-out split of one category's questions
     (by question id, bfcl_data.split_of; the SFT data is the train split), AST accuracy of the first turn's
     calls."""
-    items, rejected = tool_use.bfcl_items(category, n, seed=seed, task=task, split=BFCLSplit.HELDOUT)
+    items, rejected = tool_use.bfcl_items(category, n, seed=seed, task=task, split=Split.HELDOUT)
     return Built(items, notes={"rejected_schema_ids": rejected})
 
 

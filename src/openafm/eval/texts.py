@@ -12,16 +12,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-from enum import Enum
 from pathlib import Path
+
+from openafm.splits import Split
 
 DEBIAN_REFERENCE_TXT = Path("/usr/share/debian-reference/debian-reference.en.txt.gz")
 _HEADING = re.compile(r"^(\d+(?:\.\d+)+)\.[ \u00a0]+\S.*$", re.MULTILINE)  # NBSP after the number
-
-
-class Split(Enum):
-    TRAIN = "train"
-    HELDOUT = "heldout"
 
 
 def debian_reference_sections(path: Path = DEBIAN_REFERENCE_TXT) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ functions in its system prompt in the framework's format (`fm.tool.tools_prompt`
 A question whose function schema the grammar engine rejects (InvalidGenerationSchemaError) is kept out of
 the items in both modes (`rejected_ids` says which), so the two modes score the same questions.
 
-`split` (bfcl_data.Split) draws the items from every question (ALL, the default), or only from the held-out
+`split` (bfcl_data.Split) draws the items from every question (None, the default), or only from the held-out
 split by question id (HELDOUT: the `bfcl_*_heldout` tasks, for a model post-trained on the TRAIN split).
 """
 
@@ -24,14 +24,14 @@ import json
 import random
 from dataclasses import dataclass
 
-from openafm.eval.bfcl_data import (Split, load_category, package_info, parse_calls_leniently, question_correct,
-                                    to_json_schema)
+from openafm.eval.bfcl_data import load_category, package_info, parse_calls_leniently, question_correct, to_json_schema
 from openafm.eval.scoring import generate_batched
 from openafm.fm.errors import InvalidGenerationSchemaError
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.tool import CALL_CLOSE, Tool, tool_call_grammar, tools_prompt
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.generate import generate_tokens
+from openafm.splits import Split
 
 MAX_TOKENS = 192
 
@@ -72,7 +72,7 @@ def tools_of(q: ToolQuestion) -> list[Tool]:
     return [DescribedTool(f) for f in q.functions]
 
 
-def bfcl_items(category: str, n: int, *, seed: int, task: str, split: Split = Split.ALL
+def bfcl_items(category: str, n: int, *, seed: int, task: str, split: Split | None = None
                ) -> tuple[list[ToolQuestion], list[str]]:
     """(n seeded questions of a category's split, the ids left out because their schemas were rejected)."""
     _, data = package_info(task)

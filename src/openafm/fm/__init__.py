@@ -26,12 +26,7 @@ Modules:
     generable.py   @generable: a class -> a GenerationSchema and back
     guide.py       guide() and GenerationGuide: per-field constraints (ranges, enums, regex, counts)
     schema.py      GenerationSchema: a type or a raw JSON Schema, checked for what the decoder can enforce
-    raw_schema.py  a raw JSON Schema -> what the engine enforces: annotations dropped and listed, rewrites applied
-    keywords.py    the table: each JSON Schema keyword (drafts 04..2020-12) -> annotation/enforced/rewritten/unsupported
-    negation.py    the exact complement of a schema (for not, if/else, oneOf) and proofs that two schemas are disjoint
-    narrowing.py   SchemaFit; opt-in narrowings: a subset of a keyword's values where no exact rewrite exists
-    simplify.py    exact simplifications that keep the engine under its size cap (repeated properties, if-chains)
-    property_names.py  propertyNames: listed names checked, other keys as patternProperties (or none, narrowed)
+    jsonschema/    the JSON-Schema compiler: a raw schema -> what the engine enforces, every keyword accounted for
     content.py     GeneratedContent, GenerationID and the partial-JSON parser streaming uses
     options.py     GenerationOptions, SamplingMode
     prompt.py      Prompt, PromptComponent, Attachment, ImageAttachment: what respond takes, read as text + image markers
@@ -46,8 +41,8 @@ Modules:
 """
 
 from openafm.fm.adapter import Adapter
-from openafm.fm.draft import Draft
 from openafm.fm.content import GeneratedContent, GenerationID, parse_partial_json
+from openafm.fm.draft import Draft
 from openafm.fm.errors import (
     AssetsUnavailableError,
     ConcurrentRequestsError,
@@ -71,6 +66,7 @@ from openafm.fm.errors import (
 )
 from openafm.fm.generable import ConvertibleFromGeneratedContent, ConvertibleToGeneratedContent, Generable, generable
 from openafm.fm.guide import GenerationGuide, GuideType, guide
+from openafm.fm.jsonschema.narrowing import SchemaFit
 from openafm.fm.model import (
     SystemLanguageModel,
     SystemLanguageModelGuardrails,
@@ -78,7 +74,6 @@ from openafm.fm.model import (
     SystemLanguageModelUseCase,
     SystemLanguageModelVariant,
 )
-from openafm.fm.narrowing import SchemaFit
 from openafm.fm.options import GenerationOptions, SamplingMode, SamplingModeType
 from openafm.fm.prompt import Attachment, ImageAttachment, Prompt, PromptComponent
 from openafm.fm.schema import GenerationSchema, Property

@@ -45,8 +45,8 @@ import llguidance
 
 from openafm.fm.errors import InvalidGenerationSchemaError
 from openafm.fm.guide import GenerationGuide, GuideType, check_applicable, guide_keywords, split_array_guides
-from openafm.fm.narrowing import SchemaFit
-from openafm.fm.raw_schema import normalize
+from openafm.fm.jsonschema.narrowing import SchemaFit
+from openafm.fm.jsonschema.raw_schema import normalize
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -139,7 +139,7 @@ class GenerationSchema:
     def from_json_schema(cls, schema: dict, *, fit: SchemaFit = SchemaFit.EXACT) -> GenerationSchema:
         """A schema from a raw JSON Schema (any draft, 04 to 2020-12), checked to be one the engine enforces fully.
 
-        Each keyword is read by its kind in ``openafm.fm.keywords.KEYWORDS``: annotations and keywords of no
+        Each keyword is read by its kind in ``openafm.fm.jsonschema.keywords.KEYWORDS``: annotations and keywords of no
         draft (``x-...``, ``errorMessage``, draft-04 ``id``) constrain nothing and are accepted, listed in
         :attr:`ignored_keywords` as ``(where, keyword)`` and in a debug log line; ``not``, ``if``/``then``/``else``,
         overlapping ``oneOf``, ``dependencies`` and a few more are rewritten into keywords the engine enforces,

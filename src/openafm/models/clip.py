@@ -1,7 +1,7 @@
 """The CLIP pair (report §5.1, encoder pretraining): the vision encoder, a small text tower, and one shared space.
 
 Images and captions are mapped to unit vectors in an `embed_dim` space; their dot products, scaled by a
-learned temperature, are the logits of the contrastive loss (train/clip.py). The image side is the
+learned temperature, are the logits of the contrastive loss (train/vision/clip.py). The image side is the
 encoder's register (Register-Window; the mean of the patches for a plain ViTDet), projected. The text side
 is a small bidirectional transformer over the SmolLM2 tokenizer's ids (the ViT blocks of models/vision.py
 with a key mask over padding), mean-pooled over the caption's tokens and projected. The report does not

@@ -20,7 +20,7 @@ Choices where the report is silent:
   of the attention (ViTDet lets the zero pads be keys), so a patch's output does not depend on the padding.
 - Patches are embedded by a linear map of unfolded pixels (the same parameters as the usual stride-p
   convolution), gathered before the map, so FLIP's dropped patches cost nothing from the first layer on.
-- FLIP masking (`keep`) must keep the same number of patches in every window (see train/flip.py), so
+- FLIP masking (`keep`) must keep the same number of patches in every window (see train/vision/flip.py), so
   windows stay equal-sized batched attention; it needs a grid divisible by the window.
 """
 
@@ -144,7 +144,7 @@ def vit_g() -> VisionConfig:
 
 def vision_small() -> VisionConfig:
     """Trains here in minutes (~3.1M). A 28-pixel patch so that 224 -> 8x8, 448 -> 16x16, 672 -> 24x24
-    patches; windows of 4x4 patches, three global layers. Pretrained at 224 (see train/clip.py)."""
+    patches; windows of 4x4 patches, three global layers. Pretrained at 224 (see train/vision/clip.py)."""
     return VisionConfig(image_size=224, patch_size=28, width=192, depth=6, heads=3, mlp_ratio=4.0,
                         window=4, global_layers=(1, 3, 5), register=RegisterKind.WINDOW)
 

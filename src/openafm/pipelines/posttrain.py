@@ -9,7 +9,7 @@ openafm.load accepts (`model`), and each model stage writes a native checkpoint 
     - {name: eval, kind: tasks, models: [base:smollm2-135m-instruct, sft, rl], tasks: [ifeval], limit: 32}
 
 sft's data: synth stages, JSONL files of chat examples, and `bfcl` (BFCL's train split as verified tool-call
-examples, rl/tool_data.py). sft trains a LoRA adapter on the one trainer (train/sft.py) and merges it into the weights, so the next stage
+examples, rl/synthesis/tool_data.py). sft trains a LoRA adapter on the one trainer (train/sft.py) and merges it into the weights, so the next stage
 loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on the next run.
 """
 
@@ -26,15 +26,17 @@ from openafm.eval.registry import get_task
 from openafm.nn.lora import merge_lora
 from openafm.pipelines.recipe import BASE_PREFIX, BFCL_DATA, RLStage, SFTStage, SynthStage, TasksStage
 from openafm.rl.config import RLConfig
-from openafm.rl.prompts import Split, build_prompts
+from openafm.rl.prompts import build_prompts
 from openafm.rl.run import RLRun
-from openafm.rl.synth import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
-from openafm.rl.tool_data import bfcl_sft_examples
+from openafm.rl.synthesis.rejection import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
+from openafm.rl.synthesis.tool_data import bfcl_sft_examples
+from openafm.splits import Split
 from openafm.train import checkpoint as ckpt
 from openafm.train.config import TrainConfig
 from openafm.train.loop import METRICS_FILE
 from openafm.train.metrics import read_metrics
 from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer
+
 
 def _model(stage, outputs: dict) -> str:
     return stage.model if stage.model is not None else outputs[stage.from_]["model_dir"]

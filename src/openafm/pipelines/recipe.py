@@ -39,9 +39,10 @@ from openafm.data.mixture import MixtureConfig
 from openafm.data.sources import SOURCES
 from openafm.errors import ConfigError
 from openafm.eval.registry import get_task
+from openafm.io import read_yaml
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import PromptSource
-from openafm.train.config import TrainConfig, read_yaml
+from openafm.train.config import TrainConfig
 
 
 class StageKind(str, enum.Enum):

@@ -44,6 +44,7 @@ from openafm.tokenizer.train import BPETrainConfig, train_bpe
 from openafm.train import checkpoint as ckpt
 from openafm.train.config import TrainConfig
 from openafm.train.loop import Trainer
+from openafm.train.metrics import read_metrics
 
 EOS = "<|endoftext|>"
 
@@ -211,7 +212,7 @@ def run_train(recipe: Recipe, stage: TrainStage, out: Path, outputs: dict) -> di
     final = ckpt.latest_checkpoint(train.run_dir)
     config, state, _ = load_checkpoint(final / ckpt.MODEL)
     save_checkpoint(out / "model", config, state, tokenizer=tok)
-    metrics = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = read_metrics(out / "run" / "metrics.jsonl")
     tail = metrics[-max(1, len(metrics) // 10):]
     return {"model_dir": str(out / "model"), "steps": train.steps, "tokens": train.steps * train.batch_size * train.seq_len,
             "resumed_from_step": resumed_from, "final_loss": float(np.mean([m["loss"] for m in tail])),

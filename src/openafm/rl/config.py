@@ -23,16 +23,23 @@ set walking a seeded permutation of its train pool, epoch after epoch.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from pathlib import Path
 from typing import Any
 
 from openafm import config as cfg
 from openafm.errors import ConfigError
-from openafm.rl.buffer import Sampling
+from openafm.io import read_yaml
 from openafm.rl.prompts import PromptSource, check_options
-from openafm.rl.rewards import REWARDS, UnknownRewardError
+from openafm.rl.rewards.registry import REWARDS, UnknownRewardError
 from openafm.rl.rloo import Normalisation, check_k
-from openafm.train.config import CheckpointConfig, OptimizerConfig, Precision, read_yaml
+from openafm.train.config import CheckpointConfig, OptimizerConfig, Precision
+
+
+class Sampling(str, enum.Enum):
+    """The order in which asynchronous RL's replay buffer (rl/system/buffer.py) hands out groups."""
+    FIFO = "fifo"                # arrival order
+    FRESHEST = "freshest"        # newest policy version first, ties by arrival
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -64,7 +71,7 @@ class HeldoutConfig:
 
 @dataclasses.dataclass(kw_only=True)
 class AsyncSettings:
-    """`openafm rl --async`: the Ray actors (rl/actors.py) and how far generation may run ahead of the updates."""
+    """`openafm rl --async`: the Ray actors (rl/system/actors.py) and how far generation may run ahead of the updates."""
     generators: int = 1                # trajectory generator replicas
     max_staleness: int = 1             # a batch is sampled at most this many policy versions behind its update
     sync_every: int = 1                # the updater publishes its weights every n updates

@@ -8,7 +8,7 @@ each article is a reference answer in each of them:
     Kind.ANSWER_IN   "Answer in German. What does Article 3 of the Universal      target: the German article
                      Declaration of Human Rights say?"
 
-Each record is {prompt, target, source, reward}: reward "chrf" (rl/rewards.py) compares a response with the
+Each record is {prompt, target, source, reward}: reward "chrf" (rl/rewards/registry.py) compares a response with the
 target. Articles are split, not prompts: HELDOUT_ARTICLES (every fifth article: 5, 10, ..., 30, a fifth of the
 30) are never in the train split, in any language or kind, so a held-out score measures articles never trained
 on. (The `mmmlu_udhr` eval task draws sentences from all 30 articles: it is a different task, but its text
@@ -27,16 +27,12 @@ from collections.abc import Sequence
 
 from openafm.data.sources.udhr import Unit, udhr_documents
 from openafm.eval.multilingual import LANGUAGE_NAMES, UDHR_CODES
+from openafm.splits import Split
 
 ARTICLES = range(1, 31)
 HELDOUT_ARTICLES = frozenset(range(5, 31, 5))
 REWARD = "chrf"
 SOURCE_LANGUAGE = "en"
-
-
-class Split(str, enum.Enum):
-    TRAIN = "train"
-    HELDOUT = "heldout"
 
 
 class Kind(str, enum.Enum):

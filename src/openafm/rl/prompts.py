@@ -1,5 +1,5 @@
 """RL prompt sets: where the prompts of one set come from, split into a train pool and a held-out slice that shares
-no prompt with it. Each set pairs its prompts with a reward (rl/rewards.py) in the RL config; this module only
+no prompt with it. Each set pairs its prompts with a reward (rl/rewards/registry.py) in the RL config; this module only
 builds the prompts and their targets.
 
     records = build_prompts(PromptSource.REASONING_GYM, {"dataset": "chain_sum"}, Split.TRAIN, size=500, seed=0)
@@ -10,7 +10,7 @@ Sources (PromptSource) and their options:
                     (appended to each question; default: end with a line 'Answer: ...'). Target: the entry.
     instructions    most (constraints per prompt, default 3): data/instructions' generator. Target: the constraints.
     bfcl            categories (default simple_python, multiple, parallel): BFCL questions (the bfcl-eval wheel)
-                    with the framework's tools system prompt; the split is BFCL's by question id (rl/tool_data.py,
+                    with the framework's tools system prompt; the split is BFCL's by question id (rl/synthesis/tool_data.py,
                     the bfcl_*_heldout eval tasks). Target: {"truth", "functions"} for the tool-call reward.
     udhr            kinds (default both), languages (default all but English): UDHR translation / answer-in-a-
                     language prompts (rl/multilingual_prompts.py), split by article. Target: the reference text.
@@ -31,17 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from openafm.data.instructions import instruction_prompts
-from openafm.data.jsonl import JsonlError, read_jsonl
 from openafm.errors import ConfigError
-from openafm.eval.bfcl_data import Split as BFCLSplit
 from openafm.eval.bfcl_data import load_category, package_info
 from openafm.eval.tool_use import DescribedTool
 from openafm.fm.tool import MAX_CALLS_PER_TURN, tools_prompt
+from openafm.io import JsonlError, read_jsonl
 from openafm.rl.multilingual_prompts import Kind as UDHRKind
-from openafm.rl.multilingual_prompts import Split as UDHRSplit
 from openafm.rl.multilingual_prompts import udhr_prompts
-from openafm.rl.rewards import DEFAULT_MARKER
-from openafm.rl.tool_data import TASK as TOOL_TASK
+from openafm.rl.rewards.registry import DEFAULT_MARKER
+from openafm.rl.synthesis.tool_data import TASK as TOOL_TASK
+from openafm.splits import Split
+from openafm.splits import Split as UDHRSplit
 
 ANSWER_HINT = f"\nEnd your reply with a line '{DEFAULT_MARKER} ' followed by the final answer."
 HELDOUT_SEED_OFFSET = 1_000_003
@@ -54,11 +54,6 @@ class PromptSource(str, enum.Enum):
     BFCL = "bfcl"
     UDHR = "udhr"
     FILE = "file"
-
-
-class Split(str, enum.Enum):
-    TRAIN = "train"
-    HELDOUT = "heldout"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +106,7 @@ def build_prompts(source: PromptSource | str, options: Mapping[str, Any], split:
 
 
 def _reasoning_gym(options: Mapping[str, Any], size: int, seed: int) -> list[PromptRecord]:
-    import reasoning_gym   # heavy optional import (loads every dataset module)
+    import reasoning_gym  # heavy optional import (loads every dataset module)
 
     name, config, hint = options["dataset"], dict(options.get("config") or {}), options.get("hint", ANSWER_HINT)
     try:
@@ -131,9 +126,9 @@ def _bfcl(options: Mapping[str, Any], split: Split) -> list[PromptRecord]:
     version, data = package_info(TOOL_TASK)
     out = []
     for category in options.get("categories", RL_BFCL_CATEGORIES):
-        for e in load_category(data, category, BFCLSplit.TRAIN if split is Split.TRAIN else BFCLSplit.HELDOUT):
+        for e in load_category(data, category, split):
             if len(e["ground_truth"]) > MAX_CALLS_PER_TURN:
-                continue                       # the tool-call grammar's limit (rl/tool_data.py drops them too)
+                continue                       # the tool-call grammar's limit (rl/synthesis/tool_data.py drops them too)
             out.append(PromptRecord(e["question"], {"truth": e["ground_truth"], "functions": e["functions"]},
                                     f"bfcl-eval {version} {category} {e['id']}",
                                     tools_prompt([DescribedTool(f) for f in e["functions"]])))

@@ -29,13 +29,12 @@ from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.errors import CheckpointError
 from openafm.rl.config import RESUMABLE_CHANGES, RLConfig
-from openafm.rl.prompts import PromptRecord, Split, build_prompts
-from openafm.rl.rewards import RewardFn
-from openafm.rl.rloo import (
-    Normalisation, group, leave_one_out_advantages, rloo_loss, sequence_kl, shaped_rewards,
-)
+from openafm.rl.prompts import PromptRecord, build_prompts
+from openafm.rl.rewards.registry import RewardFn
+from openafm.rl.rloo import Normalisation, group, leave_one_out_advantages, rloo_loss, sequence_kl, shaped_rewards
 from openafm.rl.rollout import Row, forward_logprobs, greedy_rows, pack_rows, row_logprobs, sample_rows
 from openafm.rl.set_rewards import build_reward
+from openafm.splits import Split
 from openafm.train import checkpoint as ckpt
 from openafm.train import rng
 from openafm.train.config import Precision, incompatible_keys

@@ -1,4 +1,4 @@
-"""A prompt set's reward, built from its config: the registry's reward (rl/rewards.py) with the set's options, plus
+"""A prompt set's reward, built from its config: the registry's reward (rl/rewards/registry.py) with the set's options, plus
 what a config cannot spell: the BFCL AST match as the checker of `tool-call` sets (target {"truth", "functions"},
 what the bfcl prompt source stores), and a trained reward model, loaded from `reward_options.path`, for
 `reward-model` sets (its tokenizer checked against the policy's: TokenizerMismatchError)."""
@@ -10,8 +10,8 @@ from typing import Any
 from openafm.errors import ConfigError
 from openafm.eval.bfcl_data import parse_calls_leniently, question_correct
 from openafm.rl.config import PromptSetConfig
-from openafm.rl.rewards import RewardFn, make_reward
-from openafm.train.reward_file import load_reward_model
+from openafm.rl.preference.saved import load_reward_model
+from openafm.rl.rewards.registry import RewardFn, make_reward
 
 
 def bfcl_checker(response: str, target: Any) -> bool:

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from openafm.rl.rloo import (
-    RLOOConfig, advantages, group, rloo_loss, sequence_kl, shaped_rewards, token_logprobs,
-)
+from openafm.rl.rloo import RLOOConfig, advantages, group, rloo_loss, sequence_kl, shaped_rewards, token_logprobs
 from openafm.rl.rollout import Row, pack_rows
 from openafm.runtime.generate import generate_tokens
 from openafm.runtime.sampling import SamplingParams

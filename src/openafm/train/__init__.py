@@ -11,11 +11,6 @@
     sft.py             supervised fine-tuning (LoRA or full) on chat examples: loss on the assistant turn, packed rows
     adapter_toolkit.py the adapter toolkit: rank-32 adapters on conversations, eval per epoch, early stop, bundles
     draft.py           distil a draft model from its target's greedy answers and next-token distributions
-    reward.py          the reward model: trunk + scalar head, level-aware preference loss + single-sided grading
-    reward_fit.py      fitting a reward model on a CPU: frozen bottom layers cached, top layers and heads trained
-    clip.py            CLIP contrastive pretraining of the vision encoder (symmetric InfoNCE), zero-shot accuracy
-    flip.py            FLIP masking: the patches each image keeps, the same number in every attention window
-    reward_file.py     a trained reward model on disk (trained tensors + base fingerprint) and its scorer
     init.py            weight initialisation for training from scratch (scaled-normal, keep, auto)
     optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping
     schedule.py        learning-rate schedules (warmup + cosine, warmup-stable-decay, constant)
@@ -27,8 +22,5 @@
     parallel.py        torch.distributed data parallelism (DDP, FSDP2) as a kind
     loop.py            Trainer: the step, gradient accumulation, resume
     plot.py            loss / lr / grad-norm / throughput curves to PNG
-    vlm_mix.py         the report's multimodal mixes: example kinds (60/10/28.5/1.5) and resolution modes
-    vlm_tasks.py       image questions with exact answers: name the emoji, read the word (train / held-out splits)
-    vlm.py             a vision tower trained against a frozen decoder (stage 3); answers through the session path
-    vlm_joint.py       the joint stage on a compact decoder: text perplexity before and after (stage 2)
+    vision/            the vision stack's trainers: CLIP with FLIP masking, the vision-language adapter, the joint stage
 """

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pickle
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from openafm.checkpoint.native import load_checkpoint, save_checkpoint
 from openafm.errors import CheckpointError
+from openafm.io import atomic_directory
 from openafm.train.config import incompatible_keys
 
 STEP_DIR = re.compile(r"^step_(\d{8})$")
@@ -81,22 +80,15 @@ def save_training_checkpoint(run_dir: str | Path, step: int, *, model_config, mo
     root.mkdir(parents=True, exist_ok=True)
     remove_partial(run_dir)
     final = root / f"step_{step:08d}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=root))
-    try:
+
+    def write(tmp: Path) -> None:
         save_checkpoint(tmp / MODEL, model_config, model_state, extra={"trained_steps": step})
         torch.save({"step": step, "optimizer": optimizer_state, "schedule": schedule_state, "rng": rng_state,
                     "hooks": hooks_state or {}},
                    tmp / STATE)
         (tmp / LOADER).write_text(json.dumps(loader_state))
         (tmp / CONFIG).write_text(json.dumps(config, indent=2))
-        _fsync_tree(tmp)
-        if final.exists():                 # the same step saved again (a resumed run re-reaching it)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        _fsync(root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    atomic_directory(final, write)     # the same step saved again (a resumed run re-reaching it) is replaced
     for _, old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old)
     return final
@@ -125,18 +117,3 @@ def load_training_checkpoint(path: str | Path, current_config: dict | None = Non
                          optimizer=state["optimizer"], schedule=state["schedule"], rng=state["rng"],
                          loader=json.loads((path / LOADER).read_text()), config=saved_config, path=path,
                          hooks=state.get("hooks", {}))
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            _fsync(Path(dirpath) / name)
-        _fsync(Path(dirpath))

@@ -22,6 +22,7 @@ import yaml
 
 from openafm import config as cfg
 from openafm.errors import ConfigError
+from openafm.io import read_yaml
 from openafm.train.init import InitKind
 
 
@@ -174,17 +175,6 @@ def incompatible_keys(saved: dict, current: dict, resumable: tuple[str, ...] = R
                   if a.get(k, "<absent>") != b.get(k, "<absent>")
                   and not any(k == r or k.startswith(r + ".") for r in resumable))
     return [f"{k}: checkpoint {a.get(k, '<absent>')!r} vs config {b.get(k, '<absent>')!r}" for k in keys]
-
-
-def read_yaml(path: str | Path, what: str):
-    """The parsed YAML file; an unreadable file or bad YAML raises ConfigError naming the file (and `what`)."""
-    path = Path(path)
-    try:
-        return yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the {what} ({e.strerror})") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({e})") from None
 
 
 def load_train_config(path: str | Path) -> TrainConfig:

@@ -10,27 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from openafm.io import write_text_atomic
+from openafm.io import read_jsonl_log, write_text_atomic
 
 TIMING_KEYS = ("step_s", "tokens_per_s", "mfu", "elapsed_s")
 
 
 def read_metrics(path: str | Path) -> list[dict]:
-    path = Path(path)
-    if not path.exists():
-        return []
-    records = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:       # a kill can cut the last line short; that step is redone on resume
-                break
-            raise ValueError(f"{path}: line {i + 1} is not JSON: {line[:80]!r}") from None
-    return records
+    """The logged steps; a last line cut short by a kill is dropped (that step is redone on resume)."""
+    return read_jsonl_log(path)
 
 
 def without_timing(records: list[dict]) -> list[dict]:

@@ -11,8 +11,8 @@ snapshot the policy updater saves in its checkpoint.
 from __future__ import annotations
 
 from openafm.errors import CheckpointError
-from openafm.rl.buffer import ReplayBuffer, TrajectoryGroup
-from openafm.rl.tickets import Ticket, Tickets
+from openafm.rl.system.buffer import ReplayBuffer, TrajectoryGroup
+from openafm.rl.system.tickets import Ticket, Tickets
 
 
 class Coordinator:

@@ -24,8 +24,8 @@ import json
 from typing import Any, Callable
 
 from openafm.fm.guide import pattern_accepts
-from openafm.fm.keywords import KeywordKind, kind_of
-from openafm.fm.narrowing import Narrowing
+from openafm.fm.jsonschema.keywords import KeywordKind, kind_of
+from openafm.fm.jsonschema.narrowing import Narrowing
 
 JSON_TYPES = ("null", "boolean", "object", "array", "string", "number")
 ALL_TYPES = frozenset(JSON_TYPES)

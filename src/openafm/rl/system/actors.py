@@ -9,7 +9,7 @@ Each compute actor reserves `*_cpus` Ray CPUs and sets its torch threads, so on 
 generator and the updater get one core each instead of four threads fighting over two. The coordinator and the
 parameter server do bookkeeping only (0 CPUs). A generator is restarted by Ray up to max_restarts times after it
 dies (a restarted actor reloads the base weights and pulls the published ones before its next batch); its
-in-flight calls are not retried by Ray: the driver puts its ticket back and asks again (rl/async_run.py).
+in-flight calls are not retried by Ray: the driver puts its ticket back and asks again (rl/system/async_run.py).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import dataclasses
 
 import ray
 
-from openafm.rl.buffer import ReplayBuffer
 from openafm.rl.config import AsyncSettings, RLConfig
-from openafm.rl.coordinator import Coordinator
-from openafm.rl.generator import TrajectoryGenerator
-from openafm.rl.params import ParameterServer
-from openafm.rl.tickets import Tickets
-from openafm.rl.updater import PolicyUpdater
+from openafm.rl.system.buffer import ReplayBuffer
+from openafm.rl.system.coordinator import Coordinator
+from openafm.rl.system.generator import TrajectoryGenerator
+from openafm.rl.system.params import ParameterServer
+from openafm.rl.system.tickets import Tickets
+from openafm.rl.system.updater import PolicyUpdater
 
 
 def start_ray(settings: AsyncSettings) -> bool:

@@ -22,12 +22,12 @@ import ray
 import torch
 
 from openafm.errors import CheckpointError
-from openafm.rl.buffer import TrajectoryGroup
 from openafm.rl.config import RLConfig
-from openafm.rl.params import publishable
 from openafm.rl.rloo import group, leave_one_out_advantages, sequence_kl, shaped_rewards
 from openafm.rl.rollout import pack_rows
 from openafm.rl.run import RLRun
+from openafm.rl.system.buffer import TrajectoryGroup
+from openafm.rl.system.params import publishable
 from openafm.runtime.threads import set_threads
 from openafm.train import checkpoint as ckpt
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from openafm.fm.guide import pattern_accepts
-from openafm.fm.keywords import KeywordKind, kind_of
-from openafm.fm.narrowing import Narrowing
-from openafm.fm.negation import CannotNegate
+from openafm.fm.jsonschema.keywords import KeywordKind, kind_of
+from openafm.fm.jsonschema.narrowing import Narrowing
+from openafm.fm.jsonschema.negation import CannotNegate
 
 _MAX_DEPTH = 16
 

@@ -3,7 +3,7 @@
 One step: a batch of images of distinct classes (so no caption is a false negative for another image of the
 batch), each with one of its captions (its English name with probability `english_share`, else one of its
 names in 13 other languages or its short names); FLIP keeps a share of each image's patches
-(train/flip.py); both towers embed; the loss is the symmetric InfoNCE of CLIP,
+(train/vision/flip.py); both towers embed; the loss is the symmetric InfoNCE of CLIP,
 
     logits = exp(t) * I @ T^T          (I, T: unit vectors, t: the learned log inverse temperature)
     loss   = (CE(logits, diag) + CE(logits^T, diag)) / 2
@@ -27,9 +27,9 @@ from openafm.errors import ConfigError
 from openafm.models.clip import ClipModel
 from openafm.tokenizer import Tokenizer
 from openafm.train.config import OptimizerConfig, ScheduleConfig, ScheduleKind
-from openafm.train.flip import keep_for
 from openafm.train.optimizer import build_optimizer, clip_gradients
 from openafm.train.schedule import Schedule
+from openafm.train.vision.flip import keep_for
 
 
 def contrastive_loss(images: torch.Tensor, texts: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

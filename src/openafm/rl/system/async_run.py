@@ -1,8 +1,8 @@
 """`openafm rl CONFIG --async`: RLOO with generation and updates overlapped on Ray actors (report §5.2.1).
 
-Trajectory generators (rl/generator.py) sample ticketed prompt batches with the weights of a known version and
-write whole groups to the replay buffer (rl/buffer.py, behind rl/coordinator.py); the policy updater
-(rl/updater.py) takes P groups per update and publishes its weights to the parameter server (rl/params.py),
+Trajectory generators (rl/system/generator.py) sample ticketed prompt batches with the weights of a known version and
+write whole groups to the replay buffer (rl/system/buffer.py, behind rl/system/coordinator.py); the policy updater
+(rl/system/updater.py) takes P groups per update and publishes its weights to the parameter server (rl/system/params.py),
 which the generators poll between batches. This driver only starts the actors, relays calls, re-asks a
 generator that died (Ray restarts it; its ticket is issued again), and logs.
 
@@ -35,9 +35,9 @@ from ray.exceptions import ActorUnavailableError, RayActorError
 from tqdm import tqdm
 
 from openafm.errors import CheckpointError
-from openafm.rl.actors import Actors, start_ray, stop_ray
 from openafm.rl.config import RLConfig
 from openafm.rl.run import METRICS_FILE, SUMMARY_FILE
+from openafm.rl.system.actors import Actors, start_ray, stop_ray
 from openafm.train.metrics import MetricsLog
 
 GENERATOR_DIED = (RayActorError, ActorUnavailableError)

@@ -19,7 +19,7 @@ import json
 import random
 
 from openafm.data.instructions import Constraint, InstructionPrompt, Kind, Relation, check, paragraphs, sentences, words
-from openafm.rl.pairs import GradedResponse
+from openafm.rl.preference.pairs import GradedResponse
 
 BANKS = {
     "en": ["People often talk about {topic}.", "There is much to learn about {topic}.",

@@ -14,7 +14,7 @@ same scores (within the cache's rounding).
 
 A step takes the pairs of `batch_prompts` prompts (shuffled per epoch, seeded) and scores each of their
 responses once: the level-aware pair loss over the pairs plus grading_weight x the grading loss over the
-responses (train/reward.py). A resumed run repeats the same steps: the order is a function of (seed, epoch).
+responses (rl/preference/model.py). A resumed run repeats the same steps: the order is a function of (seed, epoch).
 """
 
 from __future__ import annotations
@@ -29,9 +29,17 @@ from tqdm import tqdm
 
 from openafm.errors import CheckpointError, ConfigError
 from openafm.io import atomic_write
+from openafm.rl.preference.model import (
+    LEVELS,
+    PreferenceKind,
+    PreferencePair,
+    RewardModel,
+    collate,
+    conversation_ids,
+    grading_loss,
+    pair_loss,
+)
 from openafm.train.config import Precision
-from openafm.train.reward import (LEVELS, PreferenceKind, PreferencePair, RewardModel, collate, conversation_ids,
-                                  grading_loss, pair_loss)
 
 FIT_FILE = "fit.pt"
 

@@ -5,7 +5,7 @@ keep those a verifier accepts, and write them with their provenance.
     write_synth_jsonl("math.jsonl", kept)            # lines openafm.data.chat reads: prompt, response, meta
 
 Verifiers (VerifierKind):
-    reward     a reward from rl/rewards.py against the prompt's target; a sample is kept when its reward reaches
+    reward     a reward from rl/rewards/registry.py against the prompt's target; a sample is kept when its reward reaches
                `threshold` (default 1.0: a verified answer, every constraint followed)
     majority   no target, only agreement: each sample's answer is extracted (after the marker, as the math reward
                does); the most common answer wins when at least `min_agreement` of the k samples give it, and the
@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from openafm.data.jsonl import write_jsonl
 from openafm.errors import ConfigError
-from openafm.rl.rewards import DEFAULT_MARKER, RewardFn, extract_answer, make_reward, normalise_answer
+from openafm.io import write_jsonl
+from openafm.rl.rewards.registry import DEFAULT_MARKER, RewardFn, extract_answer, make_reward, normalise_answer
 from openafm.runtime.generate import generate_tokens
 from openafm.runtime.sampling import SamplingParams
 

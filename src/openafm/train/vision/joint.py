@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from openafm.checkpoint.load import load_tokenizer
-from openafm.eval.texts import Split as TextSplit
 from openafm.eval.texts import english_text
 from openafm.models.decoder import Decoder
 from openafm.models.image_views import Resolution, image_views
@@ -36,8 +35,10 @@ from openafm.models.vision import vision_small
 from openafm.models.vl_adapter import AdapterConfig
 from openafm.models.vlm import IMAGE_PLACEHOLDER, ImageSpan, VisionTower, VisionTowerConfig, splice
 from openafm.nn.layer_spec import LayerSpec
-from openafm.train.vlm_mix import REPORT_DATA_MIX, DataMix, ExampleKind
-from openafm.train.vlm_tasks import QA, Split, emoji_qa, word_qa
+from openafm.splits import Split
+from openafm.splits import Split as TextSplit
+from openafm.train.vision.mix import REPORT_DATA_MIX, DataMix, ExampleKind
+from openafm.train.vision.tasks import QA, emoji_qa, word_qa
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,7 @@ sample), and writes them to the replay buffer as whole groups.
 
 It is RLRun's sampling, verbatim: the same prompt pools, chat rendering, per-budget batches, seed (the ticket's
 batch number plays the synchronous step), rewards and micro-batched log-probs. One replica is one Ray actor
-(rl/actors.py); `generate` is plain and needs no Ray.
+(rl/system/actors.py); `generate` is plain and needs no Ray.
 
     tg = TrajectoryGenerator(config, replica=0, coordinator=handle, params=handle, threads=1)
     report = tg.generate_one()      # poll the version, pull weights if it moved, take a ticket, sample, write
@@ -19,12 +19,12 @@ import time
 import ray
 import torch
 
-from openafm.rl.buffer import TrajectoryGroup
 from openafm.rl.config import RLConfig
-from openafm.rl.params import load_published
 from openafm.rl.rollout import pack_rows, row_logprobs
 from openafm.rl.run import RLRun, render
-from openafm.rl.tickets import Ticket
+from openafm.rl.system.buffer import TrajectoryGroup
+from openafm.rl.system.params import load_published
+from openafm.rl.system.tickets import Ticket
 from openafm.runtime.threads import set_threads
 
 

@@ -27,12 +27,12 @@ from typing import Any
 import llguidance
 
 from openafm.data.chat import ChatExample
-from openafm.eval.bfcl_data import (Split, load_category, package_info, parse_calls_leniently, question_correct,
-                                    split_of)
+from openafm.eval.bfcl_data import load_category, package_info, parse_calls_leniently, question_correct, split_of
 from openafm.eval.tool_use import DescribedTool
 from openafm.fm.errors import InvalidGenerationSchemaError
 from openafm.fm.tool import CALL_CLOSE, CALL_OPEN, MAX_CALLS_PER_TURN, tool_call_grammar, tool_spec, tools_prompt
 from openafm.runtime.constrained import accepts_text
+from openafm.splits import Split
 
 DEFAULT_CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
 TASK = "bfcl-sft"
@@ -108,7 +108,7 @@ def verify(example: ChatExample, truth: list[dict], functions: list[dict]) -> st
 def bfcl_sft_examples(categories: Sequence[str] = DEFAULT_CATEGORIES, *, split: Split = Split.TRAIN
                       ) -> tuple[list[ChatExample], dict[str, str]]:
     """(verified chat examples of the categories' questions in `split`, in file order; {id: why left out})."""
-    if Split(split) is Split.ALL:
+    if split is None:
         raise ValueError("SFT data is drawn from one split (train, or heldout for a held-out loss), not 'all'")
     version, data = package_info(TASK)
     examples, dropped = [], {}

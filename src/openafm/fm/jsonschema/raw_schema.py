@@ -26,15 +26,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openafm.fm.errors import InvalidGenerationSchemaError
-from openafm.fm.keywords import (
-    ENGINE_FORMATS, KEPT_ANNOTATIONS, KEYWORDS, SUBSCHEMA_LISTS, SUBSCHEMA_MAPS, SUBSCHEMA_ONE, KeywordKind, kind_of,
+from openafm.fm.jsonschema.keywords import (
+    ENGINE_FORMATS,
+    KEPT_ANNOTATIONS,
+    KEYWORDS,
+    SUBSCHEMA_LISTS,
+    SUBSCHEMA_MAPS,
+    SUBSCHEMA_ONE,
+    KeywordKind,
+    kind_of,
 )
-from openafm.fm.narrowing import (
-    FORMAT_NARROWINGS, CannotNarrow, Narrowing, SchemaFit, contains, evaluated_names, property_counts, unique_items,
+from openafm.fm.jsonschema.narrowing import (
+    FORMAT_NARROWINGS,
+    CannotNarrow,
+    Narrowing,
+    SchemaFit,
+    contains,
+    evaluated_names,
+    property_counts,
+    unique_items,
 )
-from openafm.fm.negation import CannotNegate, disjoint, negate
-from openafm.fm.property_names import property_names
-from openafm.fm.simplify import simplify
+from openafm.fm.jsonschema.negation import CannotNegate, disjoint, negate
+from openafm.fm.jsonschema.property_names import property_names
+from openafm.fm.jsonschema.simplify import simplify
 
 DIALECT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 # Rewrites (a oneOf of large overlapping branches, each excluding the others) can grow a schema exponentially; past

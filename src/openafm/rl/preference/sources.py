@@ -1,4 +1,4 @@
-"""The verified sources of graded prompt groups (rl/pairs.py): math, instructions, tool-call.
+"""The verified sources of graded prompt groups (rl/preference/pairs.py): math, instructions, tool-call.
 
     groups, skipped = build_groups(["math", "tool-call"], n=100, heldout=25, seed=0)
 
@@ -35,9 +35,10 @@ from fractions import Fraction
 
 from openafm.data.instructions import TOPICS, instruction_prompts
 from openafm.eval.bfcl_data import load_category, package_info, parse_calls_leniently, question_correct
-from openafm.rl.pair_instructions import build_instruction_responses
-from openafm.rl.pairs import GradedResponse, GradeMismatchError, PromptGroup, Source, Split
-from openafm.rl.rewards import answers_match, extract_answer, make_reward
+from openafm.rl.preference.instruction_responses import build_instruction_responses
+from openafm.rl.preference.pairs import GradedResponse, GradeMismatchError, PromptGroup, Source
+from openafm.rl.rewards.registry import answers_match, extract_answer, make_reward
+from openafm.splits import Split
 
 HELDOUT_SEED_OFFSET = 10_000
 HELDOUT_PERCENT = 25
@@ -140,7 +141,7 @@ def _confirm_math(entry: dict, responses: list[GradedResponse], scorer) -> list[
 
 
 def math_groups(n: int, heldout: int, seed: int, skipped: Counter) -> list[PromptGroup]:
-    import reasoning_gym   # heavy optional import (loads every dataset module)
+    import reasoning_gym  # heavy optional import (loads every dataset module)
 
     scorer = make_reward("reasoning-gym")
     out: list[PromptGroup] = []

@@ -174,7 +174,7 @@ def chrf_reward(*, word_order: int = 0) -> RewardFn:
 # --- reasoning-gym, tool calls, a reward model -------------------------------------------------------------------
 
 def reasoning_gym_reward(*, marker: str = DEFAULT_MARKER, extract: Extract | str = Extract.MARKER) -> RewardFn:
-    from reasoning_gym import get_score_answer_fn   # heavy optional import (loads every dataset module)
+    from reasoning_gym import get_score_answer_fn  # heavy optional import (loads every dataset module)
 
     extract = Extract(extract)
 

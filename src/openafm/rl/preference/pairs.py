@@ -1,7 +1,7 @@
 """Graded preference pairs from verified sources: every response graded by a verifier, every pair with a reason.
 
 A prompt group is one prompt with responses of distinct grades (0 .. N_GRADES - 1), each grade confirmed by the
-source's checker when the group is built (rl/pair_sources.py). Its pairs are every (higher grade, lower grade)
+source's checker when the group is built (rl/preference/sources.py). Its pairs are every (higher grade, lower grade)
 couple; the level of preference comes from the two grades through the source's ladder:
 
     source        grade 2                      grade 1                          grade 0
@@ -17,7 +17,7 @@ Pairs JSONL (one pair a line; read_pairs names file:line of the first bad line):
     {"source": "math", "group": "math chain_sum seed 0 #3", "split": "train", "prompt": ..., "chosen": ...,
      "rejected": ..., "level": "better", "chosen_grade": 2, "rejected_grade": 0, "reason": ...,
      "chosen_verifier": 1.0, "rejected_verifier": 0.0}
-"verifier" values are the source's verifier reward (rl/rewards.py) of each response, optional (null: unknown).
+"verifier" values are the source's verifier reward (rl/rewards/registry.py) of each response, optional (null: unknown).
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import itertools
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from openafm.data.jsonl import JsonlError, read_jsonl, write_jsonl
 from openafm.errors import OpenAFMError
-from openafm.train.reward import Level, PreferencePair
+from openafm.io import JsonlError, read_jsonl, write_jsonl
+from openafm.rl.preference.model import Level, PreferencePair
+from openafm.splits import Split
 
 N_GRADES = 3
 
@@ -39,11 +40,6 @@ class Source(str, enum.Enum):
     MATH = "math"
     INSTRUCTIONS = "instructions"
     TOOL_CALL = "tool-call"
-
-
-class Split(str, enum.Enum):
-    TRAIN = "train"
-    HELDOUT = "heldout"
 
 
 class PairFormatError(OpenAFMError, JsonlError):
@@ -72,7 +68,7 @@ class GradedResponse:
     text: str
     grade: int              # 0 .. N_GRADES - 1, confirmed by the source's checker
     reason: str             # why it has that grade, in words
-    verifier: float         # the source's verifier reward (rl/rewards.py)
+    verifier: float         # the source's verifier reward (rl/rewards/registry.py)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ from PIL import Image
 
 from openafm.data.images.emoji import HELD_OUT_STYLE, TRAIN_STYLES, EmojiStyle, emoji_images
 from openafm.data.images.text_images import HELD_OUT_FAMILIES, TRAIN_FAMILIES, WORDS, text_images
+from openafm.splits import Split
 
 N_EMOJI = 40
 
@@ -32,11 +33,6 @@ class Task(enum.Enum):
     @property
     def question(self) -> str:
         return {Task.NAME_EMOJI: "What emoji is this?", Task.READ_WORD: "What word is written in the image?"}[self]
-
-
-class Split(enum.Enum):
-    TRAIN = "train"
-    HELD_OUT = "held-out"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Training and judging a reward model on graded pairs (rl/pairs.py): what `openafm reward train` and
+"""Training and judging a reward model on graded pairs (rl/preference/pairs.py): what `openafm reward train` and
 benchmarks/reward_model.py share.
 
     prepared = prepare(model, tokenizer, pairs, train_layers=2)     # frozen-layer features of every response, once
@@ -20,10 +20,11 @@ from collections.abc import Sequence
 
 import torch
 
-from openafm.rl.pairs import GradedPair, Split, by_split
+from openafm.rl.preference.fit import RewardData, pair_accuracy, prefix_features, score_features, split_point
+from openafm.rl.preference.model import RewardModel
+from openafm.rl.preference.pairs import GradedPair, by_split
+from openafm.splits import Split
 from openafm.train.config import Precision
-from openafm.train.reward import RewardModel
-from openafm.train.reward_fit import RewardData, pair_accuracy, prefix_features, score_features, split_point
 
 
 @dataclasses.dataclass

@@ -23,16 +23,11 @@ PU's checkpoint.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections import Counter
 
 from openafm.errors import ConfigError
+from openafm.rl.config import Sampling
 from openafm.rl.rollout import Row
-
-
-class Sampling(str, enum.Enum):
-    FIFO = "fifo"                # arrival order
-    FRESHEST = "freshest"        # newest policy version first, ties by arrival
 
 
 @dataclasses.dataclass

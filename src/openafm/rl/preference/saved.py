@@ -17,15 +17,14 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch
 from safetensors import safe_open
 
 from openafm.checkpoint.atomic import save_safetensors_atomic
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.load import load_model
 from openafm.errors import CheckpointError
-from openafm.train.reward import RewardModel, TokenizerMismatchError, check_same_tokenizer, score_texts
-from openafm.train.reward_fit import trainable_prefixes
+from openafm.rl.preference.fit import trainable_prefixes
+from openafm.rl.preference.model import RewardModel, TokenizerMismatchError, check_same_tokenizer, score_texts
 
 REWARD_FILE = "reward_model.safetensors"
 FORMAT = "openafm-reward-model"

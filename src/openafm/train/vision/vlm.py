@@ -26,8 +26,8 @@ from openafm.models.image_views import Resolution, image_views
 from openafm.models.vlm import IMAGE_PLACEHOLDER, VisionTower, image_marker, split_markers
 from openafm.nn.kv import FreshKV, KeyLayout, LayerKV
 from openafm.runtime.conversation import Conversation
-from openafm.train.vlm_mix import ResolutionMix
-from openafm.train.vlm_tasks import QA, Task, is_correct
+from openafm.train.vision.mix import ResolutionMix
+from openafm.train.vision.tasks import QA, Task, is_correct
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
