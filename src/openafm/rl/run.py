@@ -220,11 +220,12 @@ class RLRun:
 
     def save(self, loader_state: dict | None = None) -> Path:
         """A training checkpoint at self.step; loader_state: what resumes the prompts (default: the mixture's)."""
-        return ckpt.save_training_checkpoint(
-            self.run_dir, self.step, model_config=self.policy.config, model_state=self.policy.state_dict(),
-            optimizer_state=self.optimizer.state_dict(), schedule_state={}, rng_state=rng.capture(),
-            loader_state=self.mixture.state_dict() if loader_state is None else loader_state, config=self.config.to_dict(), keep=self.config.checkpoint.keep,
-            hooks_state={"ema": self.ema.state_dict()} if self.ema is not None else {})
+        state = ckpt.TrainingState(
+            step=self.step, model_config=self.policy.config, model=self.policy.state_dict(),
+            optimizer=self.optimizer.state_dict(), schedule={}, rng=rng.capture(),
+            loader=self.mixture.state_dict() if loader_state is None else loader_state, config=self.config.to_dict(),
+            path=None, hooks={"ema": self.ema.state_dict()} if self.ema is not None else {})
+        return ckpt.save_training_checkpoint(self.run_dir, state, keep=self.config.checkpoint.keep)
 
     def restore_latest(self, load_loader=None) -> int:
         """Load the newest checkpoint, if any (load_loader(state): restores what save's loader_state saved;

@@ -56,110 +56,121 @@ def create_app(served: Served, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
-        return await _complete(request, "chat")
+        return await _complete(request, "chat", served, metrics, max_body)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        return await _complete(request, "text")
-
-    async def _complete(request: Request, kind: str):
-        endpoint = "chat" if kind == "chat" else "completions"
-        try:
-            body = await _read_json(request, max_body)
-            name = body.get("model") if isinstance(body, dict) else None
-            model = served.get(name) if isinstance(name, str) else served.default
-            read = chat_request if kind == "chat" else completion_request
-            plan = read(body, tokenizer=model.tokenizer, model=model.name, context=served.config.max_context)
-            stream = events(model.engine, plan)
-            if plan.stream:
-                first = await stream.__anext__()          # raises a 429 here, before the 200 is sent
-                metrics.request(endpoint, 200)
-                return StreamingResponse(_sse(request, plan, model, stream, first), media_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache"})
-            result = await _collect(request, plan, model, stream)
-        except RequestError as e:
-            metrics.request(endpoint, e.status)
-            headers = {"Retry-After": RETRY_AFTER} if e.status == 429 else None
-            return JSONResponse(e.body(), status_code=e.status, headers=headers)
-        except Exception as e:                                            # noqa: BLE001
-            metrics.request(endpoint, 500)
-            return JSONResponse(RequestError(f"internal error: {type(e).__name__}: {e}", None, status=500,
-                                             kind="server_error").body(), status_code=500)
-        metrics.request(endpoint, result.status_code)
-        return result
-
-    async def _collect(request: Request, plan, model, stream) -> JSONResponse:
-        choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
-        last: dict[int, float] = {}
-        checked = time.monotonic()
-        try:
-            async for item in stream:
-                if item is None or time.monotonic() - checked > DISCONNECT_CHECK:
-                    checked = time.monotonic()
-                    if await request.is_disconnected():         # the client left: its rows are cancelled
-                        return JSONResponse({}, status_code=499)
-                if item is None:
-                    continue
-                i, e = item
-                _observe(metrics, last, i, e)
-                choices[i].add(e)
-        finally:
-            await stream.aclose()
-        failed = [c for c in choices if c.failed()]
-        if failed:
-            raise RuntimeError(failed[0].error or failed[0].finish)
-        build = chat_body if plan.kind == "chat" else completion_body
-        rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
-        return JSONResponse(build(rid, plan, choices, model.engine))
-
-    async def _sse(request: Request, plan, model, stream, first):
-        rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
-        created = int(time.time())
-        choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
-        started = [False] * plan.n
-        last: dict[int, float] = {}
-        try:
-            item = first
-            while True:
-                if item is None:
-                    if await request.is_disconnected():
-                        return
-                else:
-                    i, e = item
-                    _observe(metrics, last, i, e)
-                    c = choices[i]
-                    c.add(e)
-                    if c.failed():
-                        if c.finish == "error":
-                            error = RequestError(f"generation failed: {c.error}", None, status=500,
-                                                 kind="server_error")
-                            yield f"data: {json.dumps(error.body())}\n\n"
-                        return
-                    extra = {}
-                    if plan.profile and c.profile and e.token_id == c.profile[-1]["id"] and e.token_id >= 0:
-                        extra["token"] = c.profile[-1]
-                    if plan.profile and c.first is e:
-                        extra["prefill"] = {"prompt_tokens": len(plan.prompt), "cached_prompt_tokens": e.cached_tokens,
-                                            "prefill_ms": round(e.prefill_seconds * 1e3, 3),
-                                            "step": model.engine.step_kind}
-                    body = chunk(rid, plan, created, c, role=not started[i], final=e.finish is not None,
-                                 extra=extra or None)
-                    started[i] = True
-                    if body is not None:
-                        yield f"data: {json.dumps(body)}\n\n"
-                try:
-                    item = await stream.__anext__()
-                except StopAsyncIteration:
-                    break
-            if plan.include_usage:
-                body = {"id": rid, "object": "chat.completion.chunk" if plan.kind == "chat" else "text_completion",
-                        "created": created, "model": plan.model, "choices": [], "usage": usage(plan, choices)}
-                yield f"data: {json.dumps(body)}\n\n"
-            yield "data: [DONE]\n\n"
-        finally:
-            await stream.aclose()
+        return await _complete(request, "text", served, metrics, max_body)
 
     return app
+
+
+async def _complete(request: Request, kind: str, served: Served, metrics: Metrics, max_body: int):
+    """One completion request, answered whole or as a stream; every error an OpenAI error body."""
+    endpoint = "chat" if kind == "chat" else "completions"
+    try:
+        body = await _read_json(request, max_body)
+        name = body.get("model") if isinstance(body, dict) else None
+        model = served.get(name) if isinstance(name, str) else served.default
+        read = chat_request if kind == "chat" else completion_request
+        plan = read(body, tokenizer=model.tokenizer, model=model.name, context=served.config.max_context)
+        stream = events(model.engine, plan)
+        if plan.stream:
+            first = await stream.__anext__()          # raises a 429 here, before the 200 is sent
+            metrics.request(endpoint, 200)
+            return StreamingResponse(_sse(request, plan, model, stream, first, metrics),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        result = await _collect(request, plan, model, stream, metrics)
+    except RequestError as e:
+        metrics.request(endpoint, e.status)
+        headers = {"Retry-After": RETRY_AFTER} if e.status == 429 else None
+        return JSONResponse(e.body(), status_code=e.status, headers=headers)
+    except Exception as e:                                            # noqa: BLE001
+        metrics.request(endpoint, 500)
+        return JSONResponse(RequestError(f"internal error: {type(e).__name__}: {e}", None, status=500,
+                                         kind="server_error").body(), status_code=500)
+    metrics.request(endpoint, result.status_code)
+    return result
+
+
+async def _collect(request: Request, plan, model, stream, metrics: Metrics) -> JSONResponse:
+    """A non-streaming answer: every choice's events gathered; a client gone meanwhile cancels its rows (499)."""
+    choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
+    last: dict[int, float] = {}
+    checked = time.monotonic()
+    try:
+        async for item in stream:
+            if item is None or time.monotonic() - checked > DISCONNECT_CHECK:
+                checked = time.monotonic()
+                if await request.is_disconnected():         # the client left: its rows are cancelled
+                    return JSONResponse({}, status_code=499)
+            if item is None:
+                continue
+            i, e = item
+            _observe(metrics, last, i, e)
+            choices[i].add(e)
+    finally:
+        await stream.aclose()
+    failed = [c for c in choices if c.failed()]
+    if failed:
+        raise RuntimeError(failed[0].error or failed[0].finish)
+    build = chat_body if plan.kind == "chat" else completion_body
+    rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
+    return JSONResponse(build(rid, plan, choices, model.engine))
+
+
+async def _sse(request: Request, plan, model, stream, first, metrics: Metrics):
+    """A streamed answer as server-sent events: a chunk per event, the usage chunk if asked, then [DONE]."""
+    rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
+    created = int(time.time())
+    choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
+    started = [False] * plan.n
+    last: dict[int, float] = {}
+    try:
+        item = first
+        while True:
+            if item is None:
+                if await request.is_disconnected():
+                    return
+            else:
+                i, e = item
+                _observe(metrics, last, i, e)
+                c = choices[i]
+                c.add(e)
+                if c.failed():
+                    if c.finish == "error":
+                        error = RequestError(f"generation failed: {c.error}", None, status=500, kind="server_error")
+                        yield f"data: {json.dumps(error.body())}\n\n"
+                    return
+                body = chunk(rid, plan, created, c, role=not started[i], final=e.finish is not None,
+                             extra=_profile_extra(plan, model, c, e))
+                started[i] = True
+                if body is not None:
+                    yield f"data: {json.dumps(body)}\n\n"
+            try:
+                item = await stream.__anext__()
+            except StopAsyncIteration:
+                break
+        if plan.include_usage:
+            body = {"id": rid, "object": "chat.completion.chunk" if plan.kind == "chat" else "text_completion",
+                    "created": created, "model": plan.model, "choices": [], "usage": usage(plan, choices)}
+            yield f"data: {json.dumps(body)}\n\n"
+        yield "data: [DONE]\n\n"
+    finally:
+        await stream.aclose()
+
+
+def _profile_extra(plan, model, c: Choice, e) -> dict | None:
+    """The playground's profile fields of one chunk (the token's detail, the prefill's figures), if asked."""
+    if not plan.profile:
+        return None
+    extra = {}
+    if c.profile and e.token_id == c.profile[-1]["id"] and e.token_id >= 0:
+        extra["token"] = c.profile[-1]
+    if c.first is e:
+        extra["prefill"] = {"prompt_tokens": len(plan.prompt), "cached_prompt_tokens": e.cached_tokens,
+                            "prefill_ms": round(e.prefill_seconds * 1e3, 3), "step": model.engine.step_kind}
+    return extra or None
 
 
 def _observe(metrics: Metrics, last: dict[int, float], i: int, e) -> None:

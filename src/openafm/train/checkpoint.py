@@ -42,7 +42,7 @@ class TrainingState:
     rng: dict
     loader: dict
     config: dict
-    path: Path
+    path: Path | None                  # where it was read from (None: a state about to be saved)
     hooks: dict                        # {hook name: its state} (train/hooks.py); {} for a run without hooks
 
 
@@ -73,21 +73,19 @@ def remove_partial(run_dir: str | Path) -> None:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def save_training_checkpoint(run_dir: str | Path, step: int, *, model_config, model_state: dict,
-                             optimizer_state: dict, schedule_state: dict, rng_state: dict, loader_state: dict,
-                             config: dict, keep: int, hooks_state: dict | None = None) -> Path:
+def save_training_checkpoint(run_dir: str | Path, state: TrainingState, *, keep: int) -> Path:
+    """Write `state` atomically as run_dir/checkpoints/step_NNNNNNNN and keep only the newest `keep`."""
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     remove_partial(run_dir)
-    final = root / f"step_{step:08d}"
+    final = root / f"step_{state.step:08d}"
 
     def write(tmp: Path) -> None:
-        save_checkpoint(tmp / MODEL, model_config, model_state, extra={"trained_steps": step})
-        torch.save({"step": step, "optimizer": optimizer_state, "schedule": schedule_state, "rng": rng_state,
-                    "hooks": hooks_state or {}},
-                   tmp / STATE)
-        (tmp / LOADER).write_text(json.dumps(loader_state))
-        (tmp / CONFIG).write_text(json.dumps(config, indent=2))
+        save_checkpoint(tmp / MODEL, state.model_config, state.model, extra={"trained_steps": state.step})
+        torch.save({"step": state.step, "optimizer": state.optimizer, "schedule": state.schedule, "rng": state.rng,
+                    "hooks": state.hooks}, tmp / STATE)
+        (tmp / LOADER).write_text(json.dumps(state.loader))
+        (tmp / CONFIG).write_text(json.dumps(state.config, indent=2))
     atomic_directory(final, write)     # the same step saved again (a resumed run re-reaching it) is replaced
     for _, old in list_checkpoints(run_dir)[:-keep]:
         shutil.rmtree(old)

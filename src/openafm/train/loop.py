@@ -245,11 +245,11 @@ class Trainer:
         model_state, optim_state = parallel.full_state(self.model, self.optimizer)   # collective
         path = None
         if self.rank == 0:
-            path = ckpt.save_training_checkpoint(
-                self.run_dir, self.step, model_config=self.model_config, model_state=model_state,
-                optimizer_state=optim_state, schedule_state=self.schedule.state_dict(), rng_state=rng.capture(),
-                loader_state=self.loader.state_dict(), config=self.config.to_dict(), keep=self.config.checkpoint.keep,
-                hooks_state={h.name: h.state_dict() for h in self.hooks})
+            state = ckpt.TrainingState(
+                step=self.step, model_config=self.model_config, model=model_state, optimizer=optim_state,
+                schedule=self.schedule.state_dict(), rng=rng.capture(), loader=self.loader.state_dict(),
+                config=self.config.to_dict(), path=None, hooks={h.name: h.state_dict() for h in self.hooks})
+            path = ckpt.save_training_checkpoint(self.run_dir, state, keep=self.config.checkpoint.keep)
         parallel.barrier()
         return path
 

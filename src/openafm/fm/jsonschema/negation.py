@@ -143,6 +143,12 @@ def _negate_keyword(key: str, value: Any, schema: dict, resolve: Resolve, depth:
         if isinstance(value, bool):
             return []   # draft-04: read with minimum / maximum
         return [{"type": "number", "maximum" if key == "exclusiveMinimum" else "minimum": value}]
+    return _negate_applicator(key, value, schema, resolve, depth, narrowing)
+
+
+def _negate_applicator(key: str, value: Any, schema: dict, resolve: Resolve, depth: int,
+                       narrowing: Narrowing | None) -> list[Any]:
+    """_negate_keyword for the keywords that apply subschemas (items, combinators, $ref, if, contains, ...)."""
     if key == "prefixItems" or (key == "items" and isinstance(value, list)):
         out = []
         for i, sub in enumerate(value):
