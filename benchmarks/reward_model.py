@@ -76,7 +76,7 @@ def main() -> int:
         "data": {"train_prompts_per_source": args.n, "heldout_prompts_per_source": args.heldout,
                  "train_pairs": len(prepared.train.tags), "heldout_pairs": len(prepared.heldout_pairs),
                  "train_responses": len(prepared.train.texts), "skipped_prompts": skipped,
-                 "split": "math/instructions by seed (held out: seed + 10000), tool-call by sha256(BFCL id)"},
+                 "split": "one rule for every pool (openafm.splits.split_of): math/instructions by question text, tool-call by BFCL id"},
         "fit": {"train_layers": args.train_layers, "epochs": args.epochs, "seed": args.seed, "lr": args.lr,
                 "head_lr": args.head_lr,
                 "trained": "top layers + final norm + heads; bottom layers frozen, their output cached (bf16)"},

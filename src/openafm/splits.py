@@ -1,17 +1,33 @@
 """The two splits every source of examples is cut into: TRAIN, what training may see, and HELDOUT, what reported
-figures are measured on.
+figures are measured on — and the one rule that assigns an item to a split.
 
-Each source assigns an item to one split by construction, from the item itself (a BFCL question by a hash of its id,
-a UDHR prompt by its article, an emoji by its drawing style, a font by its family), so no item is in both and the
-assignment never depends on how many items are drawn. A function that can also take every item says so with
-``split: Split | None`` (None: all of them).
+An item's split is a function of the item alone: the first 8 bytes of sha256("<namespace>-split:<key>") mod 100,
+below HELDOUT_PERCENT, is held out. The key is what makes two items the same item (a BFCL question id, a math
+question's text, an instruction prompt's text), and the namespace is the kind of item, never the consumer, so an
+item has the same split in every pool that draws it: SFT data, RL prompt sets, reward-model pairs and evals can
+each draw as many items as they like and a held-out item is still never trained on. A source whose items come in
+natural groups cuts by the group instead (a UDHR article, an emoji drawing style, a font family).
+
+    split_of("simple_python_12", "bfcl")       # Split.TRAIN or Split.HELDOUT, the same everywhere
+    split_of(question_text, "prompt")
+
+A function that can also take every item says so with ``split: Split | None`` (None: all of them).
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
+
+HELDOUT_PERCENT = 25        # of the items of a kind, by hash
 
 
 class Split(str, enum.Enum):
     TRAIN = "train"          # what training (SFT, RL, reward models, adapters) may learn from
     HELDOUT = "heldout"      # what figures are reported on; never trained on
+
+
+def split_of(key: str, namespace: str) -> Split:
+    """TRAIN or HELDOUT for the item `key` of kind `namespace`; stable across runs, machines and versions."""
+    digest = hashlib.sha256(f"{namespace}-split:{key}".encode()).digest()
+    return Split.HELDOUT if int.from_bytes(digest[:8], "big") % 100 < HELDOUT_PERCENT else Split.TRAIN

@@ -10,6 +10,7 @@ import pytest
 
 from openafm.data.instructions import check, instruction_prompts
 from openafm.eval.bfcl_data import load_category, package_info, parse_calls_leniently
+from openafm.eval.bfcl_data import split_of as bfcl_split_of
 from openafm.rl.preference.pairs import (
     GradedResponse,
     GradeMismatchError,
@@ -22,15 +23,17 @@ from openafm.rl.preference.pairs import (
     write_pairs,
 )
 from openafm.rl.preference.sources import (
+    MATH_CONFIG,
+    MATH_DATASETS,
     _confirm_math,
     _confirm_tool,
     bfcl_checker,
     build_groups,
-    heldout_by_id,
     worked,
 )
 from openafm.rl.rewards.registry import make_reward
-from openafm.splits import Split
+from openafm.rl.prompts import PromptSource, build_prompts
+from openafm.splits import Split, split_of
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +71,26 @@ def _question(qid: str) -> dict:
     return next(q for c in ("simple_python", "multiple") for q in load_category(data, c) if q["id"] == qid)
 
 
-def test_splits_are_disjoint_and_by_seed_or_id(groups):
+def test_splits_are_disjoint_and_follow_the_one_rule(groups):
     for source in Source:
         train = {g.prompt for g in groups if g.source is source and g.split is Split.TRAIN}
         held = {g.prompt for g in groups if g.source is source and g.split is Split.HELDOUT}
         assert len(train) == 6 and len(held) == 3 and not train & held
-    for g in groups:
-        if g.source is Source.TOOL_CALL:
-            assert heldout_by_id(g.group) == (g.split is Split.HELDOUT)
-        else:
-            assert (" seed 10001 " in g.group + " ") == (g.split is Split.HELDOUT)
+    for g in groups:        # the split every other pool gives the same item: BFCL's by id, the prompt text's
+        expected = bfcl_split_of(g.group) if g.source is Source.TOOL_CALL else split_of(g.prompt, "prompt")
+        assert g.split is expected, g.group
+
+
+def test_held_out_pair_questions_are_in_no_rl_train_pool_of_any_size():
+    """The reward model's held-out math questions cannot be RL training prompts, however large the pool: both
+    pools assign a question to its split by its text."""
+    groups, _ = build_groups(["math"], n=2, heldout=12, seed=0)
+    held = {g.prompt for g in groups if g.split is Split.HELDOUT}
+    assert len(held) == 12
+    for dataset in MATH_DATASETS:
+        pool = build_prompts(PromptSource.REASONING_GYM, {"dataset": dataset, "config": MATH_CONFIG}, Split.TRAIN,
+                             size=2000, seed=0)
+        assert len(pool) == 2000 and not held & {r.key for r in pool}
 
 
 def test_levels_and_reasons_follow_the_ladder(groups):

@@ -19,7 +19,7 @@ from openafm.rl.rewards.registry import REWARDS, UnknownRewardError
 from openafm.rl.rollout import Row, pack_rows, sample_rows
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, PromptMixture, RLRun, render
 from openafm.rl.set_rewards import build_reward
-from openafm.splits import Split
+from openafm.splits import Split, split_of
 from openafm.train.metrics import read_metrics, without_timing
 from tiny import make_tiny
 
@@ -100,12 +100,19 @@ def test_mixture_follows_weights_and_is_seeded():
                                                        .draw(0, 8)]
 
 
-def test_heldout_prompts_never_in_the_train_pool():
-    options = {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}
-    train = build_prompts(PromptSource.REASONING_GYM, options, Split.TRAIN, size=60, seed=0)
-    held = build_prompts(PromptSource.REASONING_GYM, options, Split.HELDOUT, size=60, seed=0)
-    assert len(train) == 60 and 0 < len(held) < 60                   # single digits: many repeats dropped
-    assert not {r.prompt for r in held} & {r.prompt for r in train}
+@pytest.mark.parametrize("source, options", [
+    (PromptSource.REASONING_GYM, {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}),
+    (PromptSource.INSTRUCTIONS, {"most": 2}),
+])
+def test_heldout_prompts_are_in_no_train_pool_of_any_size(source, options):
+    """Single-digit sums have ~100 distinct questions: a 2,000-prompt train pool repeats them all it may, and
+    still holds none of the held-out ones, since a question's split is a function of its text."""
+    held = build_prompts(source, options, Split.HELDOUT, size=40, seed=0)
+    assert 0 < len(held) <= 40 and len({r.key for r in held}) == len(held)
+    assert all(split_of(r.key, "prompt") is Split.HELDOUT for r in held)
+    for seed in (0, 1, 7):
+        train = build_prompts(source, options, Split.TRAIN, size=2000, seed=seed)
+        assert len(train) == 2000 and not {r.key for r in held} & {r.key for r in train}
 
 
 def test_pack_rows_marks_the_sampled_tokens():

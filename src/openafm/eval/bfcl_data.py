@@ -12,13 +12,12 @@ element by element, dicts key by key (a ground-truth dict whose values are all l
 possible answer: acceptable values per key), null only as null.
 
 Split: every question id falls, by a stable hash, into the train split (post-training data: rl/synthesis/tool_data.py) or
-the held-out split (HELDOUT_PERCENT of the ids; the `bfcl_*_heldout` eval tasks), so SFT on the train split can
+the held-out split (openafm.splits.HELDOUT_PERCENT of the ids; the `bfcl_*_heldout` eval tasks), so SFT on the train split can
 be evaluated on questions it never saw. `split_of(id)` depends on the id alone, not on the file or its order.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -28,23 +27,21 @@ from typing import Any
 
 from openafm.errors import MissingTaskDataError
 from openafm.io import Blank, read_jsonl
+from openafm import splits
 from openafm.splits import Split
 
 PACKAGE = "bfcl-eval"
 INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}"
 CATEGORY_ALIASES = {"simple_python": ("simple_python", "simple"), "multiple": ("multiple",),
                     "parallel": ("parallel",), "parallel_multiple": ("parallel_multiple",)}
-HELDOUT_PERCENT = 25             # of the question ids, by hash: the held-out split
 _TYPES = {"dict": "object", "float": "number", "tuple": "array", "integer": "integer", "string": "string",
           "array": "array", "boolean": "boolean", "any": None}
 _DROPPED = {"optional"}           # BFCL's own annotation; "required" already says which parameters must be given
 
 
 def split_of(question_id: str) -> Split:
-    """TRAIN or HELDOUT for a question id: the first 8 bytes of sha256("bfcl-split:" + id), mod 100, below
-    HELDOUT_PERCENT is held out. Stable across runs, machines and file versions."""
-    digest = hashlib.sha256(f"bfcl-split:{question_id}".encode()).digest()
-    return Split.HELDOUT if int.from_bytes(digest[:8], "big") % 100 < HELDOUT_PERCENT else Split.TRAIN
+    """TRAIN or HELDOUT for a question id (openafm.splits: the same split wherever the question is drawn)."""
+    return splits.split_of(question_id, "bfcl")
 
 
 def in_split(question_id: str, split: Split | None) -> bool:

@@ -17,9 +17,11 @@ Sources (PromptSource) and their options:
     file            path: JSONL of {"prompt": str, "target": any, "system": optional str}; the file is the train
                     pool, `heldout_path` (optional) the held-out one.
 
-Split (reasoning-gym, instructions): the train pool is drawn with `seed`, the held-out slice with another seed (seed + HELDOUT_SEED_OFFSET), and
-any held-out prompt whose text is also in the train pool is dropped, so a small problem space (single-digit
-sums) cannot leak held-out questions into training.
+Split (reasoning-gym, instructions): a prompt's split is a function of its question text alone
+(openafm.splits.split_of(text, "prompt")): each split draws from its own seed (the held-out one from seed +
+HELDOUT_SEED_OFFSET) and keeps only the questions of its split. A held-out question is therefore never in a train
+pool of any size, nor in the reward model's pairs (rl/preference/sources.py uses the same rule), even where the
+problem space is small (reasoning-gym's single-digit sums). Such a space may give fewer held-out prompts than asked.
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ from openafm.rl.multilingual_prompts import Kind as UDHRKind
 from openafm.rl.multilingual_prompts import udhr_prompts
 from openafm.rl.rewards.registry import DEFAULT_MARKER
 from openafm.rl.synthesis.tool_data import TASK as TOOL_TASK
-from openafm.splits import Split
-from openafm.splits import Split as UDHRSplit
+from openafm.splits import Split, split_of
 
 ANSWER_HINT = f"\nEnd your reply with a line '{DEFAULT_MARKER} ' followed by the final answer."
 HELDOUT_SEED_OFFSET = 1_000_003
+MAX_DRAW_FACTOR = 64           # draw at most this many times `size` items looking for `size` of one split
 RL_BFCL_CATEGORIES = ("simple_python", "multiple", "parallel")
 
 
@@ -62,6 +64,7 @@ class PromptRecord:
     target: Any                      # what the set's reward compares the response with
     where: str                       # "reasoning-gym chain_sum seed 0 #12", "prompts.jsonl:7"
     system: str | None = None        # a system turn before the user turn (tool definitions, ...)
+    key: str = ""                    # what makes two prompts the same question (its split is split_of(key))
 
 
 OPTIONS = {PromptSource.REASONING_GYM: {"dataset", "config", "hint"},
@@ -99,10 +102,23 @@ def build_prompts(source: PromptSource | str, options: Mapping[str, Any], split:
             return []
         return _file(Path(options[key]))[:size]
     draw = _reasoning_gym if source is PromptSource.REASONING_GYM else _instructions
-    if split is Split.TRAIN:
-        return draw(options, size, seed)
-    train = {r.prompt for r in draw(options, size, seed)}
-    return [r for r in draw(options, size, seed + HELDOUT_SEED_OFFSET) if r.prompt not in train]
+    return _of_split(draw, options, split, size, seed if split is Split.TRAIN else seed + HELDOUT_SEED_OFFSET)
+
+
+def _of_split(draw, options: Mapping[str, Any], split: Split, size: int, seed: int) -> list[PromptRecord]:
+    """`size` records of `split` from draw(options, n, seed), n growing until there are enough (a draw is a prefix
+    of any larger draw with the same seed); held-out questions are kept once each."""
+    n = size * 2 + 16
+    while True:
+        records = draw(options, n, seed)
+        kept, seen = [], set()
+        for r in records:
+            if split_of(r.key, "prompt") is split and not (split is Split.HELDOUT and r.key in seen):
+                kept.append(r)
+                seen.add(r.key)
+        if len(kept) >= size or n >= size * MAX_DRAW_FACTOR:
+            return kept[:size]
+        n *= 4
 
 
 def _reasoning_gym(options: Mapping[str, Any], size: int, seed: int) -> list[PromptRecord]:
@@ -113,12 +129,12 @@ def _reasoning_gym(options: Mapping[str, Any], size: int, seed: int) -> list[Pro
         data = reasoning_gym.create_dataset(name, size=size, seed=seed, **config)
     except (KeyError, ValueError, TypeError) as e:
         raise ConfigError(f"reasoning-gym dataset {name!r} with config {config}: {e}") from None
-    return [PromptRecord(e["question"] + hint, e, f"reasoning-gym {name} seed {seed} #{i}")
+    return [PromptRecord(e["question"] + hint, e, f"reasoning-gym {name} seed {seed} #{i}", key=e["question"])
             for i, e in enumerate(data)]
 
 
 def _instructions(options: Mapping[str, Any], size: int, seed: int) -> list[PromptRecord]:
-    return [PromptRecord(p.prompt, [c.to_dict() for c in p.constraints], p.where)
+    return [PromptRecord(p.prompt, [c.to_dict() for c in p.constraints], p.where, key=p.prompt)
             for p in instruction_prompts(size, seed=seed, most=int(options.get("most", 3)))]
 
 
@@ -131,15 +147,14 @@ def _bfcl(options: Mapping[str, Any], split: Split) -> list[PromptRecord]:
                 continue                       # the tool-call grammar's limit (rl/synthesis/tool_data.py drops them too)
             out.append(PromptRecord(e["question"], {"truth": e["ground_truth"], "functions": e["functions"]},
                                     f"bfcl-eval {version} {category} {e['id']}",
-                                    tools_prompt([DescribedTool(f) for f in e["functions"]])))
+                                    tools_prompt([DescribedTool(f) for f in e["functions"]]), key=e["id"]))
     return out
 
 
 def _udhr(options: Mapping[str, Any], split: Split) -> list[PromptRecord]:
     kinds = [UDHRKind(k) for k in options.get("kinds", [k.value for k in UDHRKind])]
-    records = udhr_prompts(UDHRSplit.TRAIN if split is Split.TRAIN else UDHRSplit.HELDOUT,
-                           languages=options.get("languages"), kinds=kinds)
-    return [PromptRecord(r.prompt, r.target, r.source) for r in records]
+    records = udhr_prompts(split, languages=options.get("languages"), kinds=kinds)
+    return [PromptRecord(r.prompt, r.target, r.source, key=r.source) for r in records]
 
 
 def _file(path: Path) -> list[PromptRecord]:
@@ -154,7 +169,7 @@ def _file(path: Path) -> list[PromptRecord]:
                              f"\"system\": optional string}}; got keys {sorted(row)}")
         if row.get("system") is not None and not isinstance(row["system"], str):
             raise JsonlError(f"{where}: \"system\" must be a string, got {type(row['system']).__name__}")
-        out.append(PromptRecord(row["prompt"], row["target"], where, row.get("system")))
+        out.append(PromptRecord(row["prompt"], row["target"], where, row.get("system"), key=row["prompt"]))
     if not out:
         raise JsonlError(f"{path}: no prompts (the file is empty)")
     return out

@@ -7,15 +7,15 @@
                   slip (a wrong step propagated, or a correct working with a wrongly copied final answer). Graded by
                   the `math` reward (marked answer = reference): correct 1.0 (and 1.0 by reasoning-gym's own
                   scorer too); unmarked and wrong 0.0, the unmarked one ending in the answer, the wrong one marked.
-                  Split by seed: train problems from `seed`, held-out from seed + HELDOUT_SEED_OFFSET, a held-out
-                  question also drawn for training dropped.
-    instructions  data/instructions prompts with 2..3 constraints; rl/pair_instructions builds and grades the
-                  responses. Split by seed as for math.
+                  Split by question text (openafm.splits.split_of(question, "prompt"): the rule the RL prompt
+                  sets use, so no pool trains on a held-out question); each split draws from its own seed.
+    instructions  data/instructions prompts with 2..3 constraints; rl/preference/instruction_responses builds and
+                  grades the responses. Split by prompt text, as for math.
     tool-call     BFCL simple_python and multiple questions with one ground-truth call; the exact call (the first
                   acceptable value of each argument), one argument changed, another function (listed when the
                   question has several, else one from another question). Graded by the BFCL AST match
                   (eval/bfcl_data.question_correct: 1.0 exact, else 0.0) and the call's function name. Split by
-                  question id: sha256(id) mod 100 < HELDOUT_PERCENT is held out.
+                  question id, BFCL's own split (eval/bfcl_data.split_of), the one SFT, RL and the eval tasks use.
 
 A response is kept only when its checker confirms its grade; a builder that produces a response its checker does
 not confirm raises GradeMismatchError (a bug, never data). Prompts a builder cannot grade three ways are skipped
@@ -35,13 +35,13 @@ from fractions import Fraction
 
 from openafm.data.instructions import TOPICS, instruction_prompts
 from openafm.eval.bfcl_data import load_category, package_info, parse_calls_leniently, question_correct
+from openafm.eval.bfcl_data import split_of as bfcl_split_of
 from openafm.rl.preference.instruction_responses import build_instruction_responses
 from openafm.rl.preference.pairs import GradedResponse, GradeMismatchError, PromptGroup, Source
 from openafm.rl.rewards.registry import answers_match, extract_answer, make_reward
-from openafm.splits import Split
+from openafm.splits import Split, split_of
 
 HELDOUT_SEED_OFFSET = 10_000
-HELDOUT_PERCENT = 25
 MATH_DATASETS = ("chain_sum", "basic_arithmetic")
 MATH_CONFIG = dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2)     # short, checkable working
 MAX_WORDS = 80          # an instruction group with a longer response is skipped (keeps sequences short)
@@ -148,16 +148,15 @@ def math_groups(n: int, heldout: int, seed: int, skipped: Counter) -> list[Promp
     seen: set[str] = set()
     for split, count, s in ((Split.TRAIN, n, seed), (Split.HELDOUT, heldout, seed + HELDOUT_SEED_OFFSET)):
         rng = random.Random(s)
-        per = {name: reasoning_gym.create_dataset(name, size=4 * count + 8, seed=s, **MATH_CONFIG)
+        per = {name: reasoning_gym.create_dataset(name, size=16 * count + 32, seed=s, **MATH_CONFIG)
                for name in MATH_DATASETS}
         kept, i = 0, 0
-        while kept < count:
+        while kept < count and i < len(MATH_DATASETS) * (16 * count + 32):
             name = MATH_DATASETS[i % len(MATH_DATASETS)]
             entry = per[name][i // len(MATH_DATASETS)]
             i += 1
-            if entry["question"] in seen:
-                skipped["math: question also drawn for training"] += 1
-                continue
+            if split_of(entry["question"], "prompt") is not split or entry["question"] in seen:
+                continue                     # the other split's question (openafm.splits), or a repeat
             responses = _math_responses(entry, rng)
             if responses is None:
                 skipped["math: not an integer expression"] += 1
@@ -177,14 +176,13 @@ def instruction_groups(n: int, heldout: int, seed: int, skipped: Counter) -> lis
     for split, count, s in ((Split.TRAIN, n, seed), (Split.HELDOUT, heldout, seed + HELDOUT_SEED_OFFSET)):
         rng = random.Random(s)
         kept = 0
-        for p in instruction_prompts(20 * count + 20, seed=s):
+        for p in instruction_prompts(80 * count + 80, seed=s):
             if kept == count:
                 break
+            if split_of(p.prompt, "prompt") is not split or p.prompt in seen:
+                continue                     # the other split's prompt (openafm.splits), or a repeat
             if len(p.constraints) < 2:
                 skipped["instructions: fewer than 2 constraints"] += 1
-                continue
-            if p.prompt in seen:
-                skipped["instructions: prompt also drawn for training"] += 1
                 continue
             topic = next(t for t in TOPICS if t in p.task)
             responses = build_instruction_responses(p, topic, rng)
@@ -201,10 +199,6 @@ def instruction_groups(n: int, heldout: int, seed: int, skipped: Counter) -> lis
 
 
 # --- tool calls --------------------------------------------------------------------------------------------------
-
-def heldout_by_id(question_id: str) -> bool:
-    return int(hashlib.sha256(question_id.encode()).hexdigest()[:8], 16) % 100 < HELDOUT_PERCENT
-
 
 def tool_prompt(question: str, functions: list[dict]) -> str:
     lines = []
@@ -300,7 +294,7 @@ def tool_call_groups(n: int, heldout: int, seed: int, skipped: Counter) -> list[
     out: list[PromptGroup] = []
     want = {Split.TRAIN: n, Split.HELDOUT: heldout}
     for q in order:
-        split = Split.HELDOUT if heldout_by_id(q["id"]) else Split.TRAIN
+        split = bfcl_split_of(q["id"])
         if want[split] == 0:
             continue
         responses = _tool_responses(q, single, rng)
