@@ -34,21 +34,24 @@ def decode() -> bytes:
     fig, ax = plt.subplots(figsize=(8, 3.4))
     bars = ax.barh(labels[::-1], speeds[::-1], color=colours[::-1])
     ax.bar_label(bars, fmt="%.1f", padding=3)
-    ax.set_xlabel(f"decode tokens/s ({data['model']}, {data['threads']} threads)")
+    ax.set_xlabel(f"decode tokens/s, {data['threads']} threads")
     ax.set_xlim(0, max(speeds) * 1.15)
     return png(fig)
 
 
 def compression() -> bytes:
     rows = load("compression_table.json")["rows"]
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    for name, r in rows.items():
-        ax.scatter(r["file_mb"], r["ppl"], color=BLUE if "QAT" in name else ORANGE if "SVD" in name else GREY)
-        ax.annotate(name, (r["file_mb"], r["ppl"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    colours = plt.get_cmap("tab20").colors
+    markers = "osD^v<>"
+    for i, (name, r) in enumerate(rows.items()):
+        ax.scatter(r["file_mb"], r["ppl"], color=colours[i % len(colours)], marker=markers[i % len(markers)], s=40,
+                   label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("file MB (log)")
     ax.set_ylabel("held-out perplexity (log)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return png(fig)
 
 
@@ -97,13 +100,17 @@ def rloo() -> bytes:
 
 
 def flip() -> bytes:
-    ratios = load("flip.json")["ratios"].values()
+    ratios = list(load("flip.json")["ratios"].values())
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    masks = [f"{r['mask_ratio']:.0%}" for r in ratios]
-    ax.bar([m + " top-5" for m in masks], [r["zero_shot_held_out"]["top5"] * 100 for r in ratios], color=GREY)
-    ax.bar([m + " top-1" for m in masks], [r["zero_shot_held_out"]["top1"] * 100 for r in ratios], color=BLUE)
+    x = range(len(ratios))
+    for offset, key, colour in ((-0.2, "top1", BLUE), (0.2, "top5", GREY)):
+        bars = ax.bar([i + offset for i in x], [r["zero_shot_held_out"][key] * 100 for r in ratios], width=0.4,
+                      color=colour, label=key.replace("top", "top-"))
+        ax.bar_label(bars, fmt="%.1f", padding=2, fontsize=8)
+    ax.set_xticks(list(x), [f"{r['mask_ratio']:.0%} masked" for r in ratios])
     ax.set_ylabel("held-out zero-shot accuracy (%)")
     ax.set_xlabel("FLIP mask ratio, equal training time")
+    ax.legend(fontsize=8)
     return png(fig)
 
 

@@ -13,7 +13,8 @@ def eval_suite() -> str:
     fp32, bf16 = (data["variants"][v]["tasks"] for v in ("float32", "bfloat16"))
     rows = []
     for task, r in fp32.items():
-        rows.append([f"`{task}`", r["metric"], str(r["n"]), num(r["chance"], ","),
+        chance = int(r["chance"]) if float(r["chance"]).is_integer() else r["chance"]
+        rows.append([f"`{task}`", r["metric"], str(r["n"]), num(chance, ","),
                      interval(r["value"], r["ci95"]), interval(bf16[task]["value"], bf16[task]["ci95"])])
     return (table(["task", "metric", "n", "chance", "float32 [95% interval]", "bfloat16 [95% interval]"], rows,
                   "llrrll") + f"\n\nModel `{data['model']}`, {data['threads']} thread; intervals are "
@@ -29,11 +30,12 @@ def posttrain() -> str:
     for task, scores in data["tasks"].items():
         base = next(v for k, v in scores.items() if k.startswith("base"))
         rows.append([f"`{task}`", num(base, ".3f"), num(scores["sft"], ".3f"), num(scores["rl"], ".3f")])
+    targets = {k: v.replace(">=", "≥").replace("<=", "≤") for k, v in data["targets"].items()}
     gains = (f"RLOO over its SFT start: **+{data['math_gain_rloo_points']:.1f} points** (target "
-             f"{data['targets']['math_gain_rloo_points']}); SFT on BFCL multiple/parallel: "
-             f"**+{data['bfcl_gain_sft_points']:.1f} points** (target {data['targets']['bfcl_gain_sft_points']}); "
+             f"{targets['math_gain_rloo_points']}); SFT on BFCL multiple/parallel: "
+             f"**+{data['bfcl_gain_sft_points']:.1f} points** (target {targets['bfcl_gain_sft_points']}); "
              f"held-out perplexity after RLOO over base: **{data['ppl_ratio_after']:.3f}** (target "
-             f"{data['targets']['ppl_ratio_after']}). Stage wall time: "
+             f"{targets['ppl_ratio_after']}). Stage wall time: "
              + ", ".join(f"{k} {v:.0f} s" for k, v in data["stages_wall_s"].items()) + ".")
     return table(["held-out", "base", "after SFT", "after RLOO"], rows, "lrrr") + "\n\n" + gains
 
@@ -144,4 +146,4 @@ def flip() -> str:
     return (table(["FLIP mask", "patches kept", "ms per image", "speedup", "images in the time budget",
                    "held-out zero-shot top-1", "top-5"], rows, "lrrrrrr")
             + f"\n\nTarget ≥ {data['target_speedup_75']:.0f}× at 75%: {'met' if data['target_met'] else 'missed'}. "
-            f"Chance top-1 {data['chance_top1'] * 100:.2f}%. {data['scale']}")
+            f"Chance top-1 {data['chance_top1'] * 100:.2f}%. {data['scale'].rstrip('.')}.")
