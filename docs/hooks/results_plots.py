@@ -35,7 +35,7 @@ def decode() -> bytes:
     bars = ax.barh(labels[::-1], speeds[::-1], color=colours[::-1])
     ax.bar_label(bars, fmt="%.1f", padding=3)
     ax.set_xlabel(f"decode tokens/s, {data['threads']} threads")
-    ax.set_xlim(0, max(speeds) * 1.15)
+    ax.set_xlim(0, max(speeds) * 1.2)
     return png(fig)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from live_server import live_server
-from snippets import LOCAL_SERVER, collect
+from docs.snippets import LOCAL_SERVER, collect
 
 import openafm
 from openafm.runtime.batch_engine import EngineConfig
