@@ -13,6 +13,7 @@ import contextlib
 import functools
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOT = ROOT / "docs" / "figures" / "docs_site.png"
+TRACKER = re.compile(r"\b(?:issue|task) #?\d+", re.IGNORECASE)      # prose: one space
 BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--no-first-run"]
 
@@ -79,6 +81,15 @@ def test_the_build_is_strict_and_has_no_warning(build):
     packages = sorted(".".join(p.parent.relative_to(ROOT / "src").parts)
                       for p in (ROOT / "src" / "openafm").rglob("__init__.py"))
     assert api_pages == packages, "one API reference page per package of src/openafm"
+
+
+def test_no_tracker_numbers_in_the_built_site(build):
+    site, code, log = build
+    pages = list(site.rglob("*.html"))
+    assert len(pages) >= 40, f"only {len(pages)} pages built"
+    found = {p.relative_to(site).as_posix(): m.group(0) for p in pages
+             for m in [TRACKER.search(re.sub(r"<[^>]+>", " ", p.read_text(encoding="utf-8")))] if m}
+    assert not found, f"pages mention tracker numbers: {found}"
 
 
 def test_the_home_page_has_the_navigation(browser_page):
