@@ -7,7 +7,7 @@ of its modules with their docstrings' first paragraphs. The page cannot drift fr
 
 from __future__ import annotations
 
-import api
+import api_reference
 import tree
 from results_data import table
 
@@ -19,7 +19,7 @@ def packages_markdown() -> str:
     for package in tree.packages():
         path = package.path.relative_to(tree.SRC.parent).as_posix() + "/"
         lines = [f"### `{package.name}`", "", f"`{path}` — {package.summary}", "",
-                 f"[API reference]({api.page_uri(package)})", ""]
+                 f"[API reference]({api_reference.page_uri(package)})", ""]
         if package.modules:
             lines.append(table(["module", "what it holds"],
                                [[f"`{m.name.rsplit('.', 1)[1]}`", m.summary] for m in package.modules]))

@@ -9,11 +9,10 @@ import io
 
 import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-
-from results_data import load  # noqa: E402
-from results_tables import DECODE_VARIANTS  # noqa: E402
+matplotlib.use("Agg")                     # before pyplot is imported: no display here
+import matplotlib.pyplot as plt
+from results_data import load
+from results_tables import DECODE_VARIANTS
 
 BLUE, GREY, ORANGE, GREEN = "#3f51b5", "#9e9e9e", "#ef6c00", "#2e7d32"
 

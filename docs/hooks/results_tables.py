@@ -30,8 +30,8 @@ def llama_bench() -> str:
                      num(at("decode_llama_bench.json", f"{run}/llama_bench/prefill_tok_s"), ".0f"),
                      num(at("decode_llama_bench.json", f"{run}/openafm_prefill_ratio"), ".2f", "×")])
     targets = at("decode.json", "llama_bench_targets")
-    note = (f"Targets: decode ≥ {targets['decode_ratio']}× and 512-token prefill ≥ {targets['prefill_ratio']}× of "
-            f"llama.cpp's own engine; {at('decode_llama_bench.json', 'threads')} threads.")
+    note = (f"Targets: decode ≥ {targets['decode_ratio']}× and 512-token prefill ≥ {targets['prefill_ratio']}× "
+            f"of llama.cpp's own engine; {at('decode_llama_bench.json', 'threads')} threads.")
     return table(["file", "openafm decode tok/s", "openafm int8 decode tok/s", "llama-bench decode tok/s",
                   "decode ratio", "openafm prefill tok/s", "llama-bench prefill tok/s", "prefill ratio"],
                  rows, "lrrrrrrr") + "\n\n" + note
@@ -87,7 +87,8 @@ def serving() -> str:
                   num(r["ttft_p99_ms"], ",.0f"), num(r["itl_p50_ms"], ",.0f"), num(r["itl_p99_ms"], ",.0f"),
                   str(r["errors"])] for r in runs]
     soak = (f"Batched over one-at-a-time at concurrency 16: **{num(data['throughput_ratio_c16'], '.2f')}×** "
-            f"(target ≥ {num(data['throughput_ratio_c16_target'], '.0f')}×). Soak of {data['soak_requests']:,} mixed "
+            f"(target ≥ {num(data['throughput_ratio_c16_target'], '.0f')}×). "
+            f"Soak of {data['soak_requests']:,} mixed "
             f"requests: {data['soak_5xx']} server errors, {data['soak_lost']} lost responses; RSS "
             f"{num(data['soak_rss_start_mb'], ',.0f')} MB at the start, {num(data['soak_rss_end_mb'], ',.0f')} MB at "
             f"the end. Structured outputs on {data['structured_schemas']} held-out schemas: "

@@ -60,7 +60,8 @@ def reward_model() -> str:
              *(num(data["pair_accuracy_per_source"][s], ".2f") for s in sources)],
             ["without (ablation)", num(data["ablation_pair_accuracy_verifiable"], ".2f"),
              *(num(data["ablation_pair_accuracy_per_source"][s], ".2f") for s in sources)]]
-    return (table(["reward model", "held-out pairwise accuracy, pooled", *sources], rows, "l" + "r" * (1 + len(sources)))
+    headers = ["reward model", "held-out pairwise accuracy, pooled", *sources]
+    return (table(headers, rows, "l" + "r" * (len(headers) - 1))
             + f"\n\nTarget {data['target']}: {'met' if data['target_met'] else '**missed**'}.")
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 HEADING = "## What works, measured"
 MEASURED = re.compile(r"\*\*(?P<value>[+-]?\d[\d,]*(?:\.\d+)?|yes|no)(?P<percent>%)?")
-TARGET = re.compile(r"^(?:(?P<op>≥|≤|within ±)\s*(?P<bound>\d+(?:\.\d+)?)(?P<percent>%)?: (?P<verdict>met|missed)|—)$")
+TARGET = re.compile(r"^(?:(?P<op>≥|≤|within ±)\s*(?P<bound>\d+(?:\.\d+)?)(?P<percent>%)?: "
+                    r"(?P<verdict>met|missed)|—)$")
 SOURCE = re.compile(r"^`(?P<file>[\w.-]+\.json)` `(?P<key>[^`]+)`$")
 
 

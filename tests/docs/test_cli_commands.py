@@ -7,8 +7,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from docs.snippets import collect
 
+from docs.snippets import collect
 from openafm.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]

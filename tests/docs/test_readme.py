@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from docs.readme_table import meets, parse_row, table_lines
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "docs" / "hooks"))
-from citations import agrees  # noqa: E402  (docs/hooks is not a package)
-from results_data import at  # noqa: E402
+sys.path.insert(0, str(ROOT / "docs" / "hooks"))     # the site's hooks are modules, not a package
+from citations import agrees
+from results_data import at
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 ROWS = [parse_row(line) for line in table_lines(README)]

@@ -31,7 +31,7 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-co
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002  (the base class's name)
+    def log_message(self, format, *args):
         pass
 
 
@@ -55,7 +55,7 @@ def build(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
     return site, done.returncode, done.stdout + done.stderr
 
 
@@ -84,7 +84,7 @@ def test_the_build_is_strict_and_has_no_warning(build):
 
 
 def test_no_tracker_numbers_in_the_built_site(build):
-    site, code, log = build
+    site, _, _ = build
     pages = list(site.rglob("*.html"))
     assert len(pages) >= 40, f"only {len(pages)} pages built"
     found = {p.relative_to(site).as_posix(): m.group(0) for p in pages

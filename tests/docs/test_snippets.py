@@ -11,10 +11,10 @@ import io
 from pathlib import Path
 
 import pytest
-from live_server import live_server
-from docs.snippets import LOCAL_SERVER, collect
 
 import openafm
+from docs.snippets import LOCAL_SERVER, collect
+from live_server import live_server
 from openafm.runtime.batch_engine import EngineConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,4 +62,4 @@ def test_snippet_runs(snippet, tmp_path, monkeypatch, request):
         run_doctest(code, snippet.id)
     else:
         padded = "\n" * snippet.line + code           # tracebacks give the Markdown file's own line numbers
-        exec(compile(padded, str(snippet.path), "exec"), {"__name__": "__main__"})
+        exec(compile(padded, str(snippet.path), "exec"), {"__name__": "__main__"})  # noqa: S102  (it is the test)
