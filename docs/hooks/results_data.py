@@ -90,7 +90,6 @@ def flatten(value: Any, prefix: str = "", short_list: int = 8) -> list[tuple[str
 
 
 def scalar(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    text = json.dumps(value, ensure_ascii=False) if isinstance(value, str) else num(value)
+    """A JSON scalar as the file has it (floats to 4 significant digits), long strings cut at 120 characters."""
+    text = f"{value:.4g}" if isinstance(value, float) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 120 else text[:117] + "…"
