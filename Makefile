@@ -16,7 +16,7 @@ DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortun
 	fonts-noto-color-emoji adwaita-icon-theme chromium
 APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends
 
-.PHONY: demo test setup data clean bench-deps vision-weights
+.PHONY: demo test setup data clean bench-deps vision-weights docs
 
 setup: $(STAMP)
 
@@ -83,6 +83,11 @@ vision-weights: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The documentation site (MkDocs + Material + mkdocstrings; mkdocs.yml): strict, so a warning fails the build. The
+# hooks in docs/hooks/ generate the API reference, the layout page and the results from docs/results/*.json.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV)

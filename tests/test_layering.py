@@ -1,5 +1,6 @@
 """The spine runs one way (tests/layering.py states the rule), no two files import each other in a cycle, and each
-package's __init__ says what it is and names its modules."""
+package's __init__ says what it is and names its modules (the docs' layout page is generated from those
+docstrings, so it cannot drift from the tree)."""
 
 from __future__ import annotations
 
@@ -96,17 +97,3 @@ def test_each_package_docstring_lists_exactly_its_modules(package):
     named = set(re.findall(r"(?<![\w./])([a-z_][a-z0-9_]*(?:\.py|/))(?![\w])", doc))
     assert modules <= named, f"{package}/__init__.py does not name {sorted(modules - named)}"
     assert named <= modules, f"{package}/__init__.py names {sorted(named - modules)}, which do not exist"
-
-
-# --- the README's layout section matches the tree ------------------------------------------------------------
-
-def test_readme_layout_names_every_top_level_module_and_marks_rooms_not_yet_built():
-    readme = (SRC.parent / "README.md").read_text(encoding="utf-8")
-    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
-    entries = dict(re.findall(r"^  ([a-z_]+(?:\.py|/)) +(.*)$", block, flags=re.M))
-    built = {p.name for p in PACKAGE.glob("*.py")} | {f"{p.name}/" for p in PACKAGE.iterdir()
-                                                        if (p / "__init__.py").is_file()}
-    planned = {name for name, text in entries.items() if text.startswith("(next)")}
-    assert built - set(entries) - {"__init__.py"} == set(), "README layout misses modules"
-    assert set(entries) - planned - built == set(), "README layout names modules that do not exist"
-    assert planned & built == set(), "README layout says (next) for a module that now exists: describe it"
