@@ -22,7 +22,8 @@ def load(name_or_path: str | Path = DEFAULT_MODEL, *, dtype: torch.dtype | str =
          device: str | torch.device = "cpu", seed: int = 0, packed_kernel: str | None = None,
          weights: str = "auto") -> LanguageModel:
     """A packaged model name, a preset name (randomly initialised from `seed`), a .gguf file, a native
-    openafm checkpoint directory, a Hugging Face Llama directory, or a compressed checkpoint directory
+    openafm checkpoint directory, a Hugging Face model directory (any of the ten families openafm.checkpoint.families
+    maps), or a compressed checkpoint directory
     (checkpoint.compressed; it runs from its packed weights with `packed_kernel` "cpu" — the AVX2 kernel, the
     default — or "torch", and only in float32 on the CPU).
 

@@ -6,6 +6,8 @@ import argparse
 import json
 
 from openafm.rl.config import load_rl_config
+from openafm.rl.prompts import PromptSource
+from openafm.rl.rewards.registry import REWARDS
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, RLRun
 from openafm.rl.system.async_run import AsyncRLRun, Schedule
 
@@ -20,8 +22,9 @@ EPILOG = f"""config (YAML; see openafm.rl.config for every key):
        options: {{dataset: chain_sum, config: {{max_terms: 2, max_digits: 2}}, hint: ""}}}}
     - {{name: ifeval, source: instructions, weight: 0.2, reward: instructions}}
 
-prompt sources: reasoning-gym, instructions, file (JSONL of {{prompt, target, system?}})
-rewards: math, reasoning-gym, instructions, tool-call, reward-model (reward_options.path: a reward model)
+prompt sources: {", ".join(s.value for s in PromptSource)} (file: JSONL of {{prompt, target, system?}};
+  options per source in openafm.rl.prompts)
+rewards: {", ".join(sorted(REWARDS))} (reward-model: reward_options.path, a trained reward model)
 
 writes RUN/{METRICS_FILE} (reward per set, KL, response length, entropy, clip fraction, held-out reward),
 RUN/checkpoints/ (--resume continues bit-exactly), RUN/{POLICY_DIR}/ (the trained policy, a native checkpoint),
@@ -30,9 +33,9 @@ RUN/{SUMMARY_FILE} (held-out reward per set before and after); `openafm plot RUN
 --async: trajectory generators and a policy updater on Ray actors, overlapped (an embedded local Ray, or the
 cluster at asynchronous.address); metrics add staleness, buffer depth, tokens/s and idle shares.
 
-example:
-  openafm rl recipes/rl-math.yaml && openafm eval --model runs/rl-math/policy --tasks ...
-  openafm rl recipes/rl-math.yaml --async --run-dir runs/rl-math-async
+example (the config above saved as rl-math.yaml):
+  openafm rl rl-math.yaml && openafm eval --model runs/rl-math/policy --tasks ...
+  openafm rl rl-math.yaml --async --run-dir runs/rl-math-async
 """
 
 
