@@ -106,3 +106,41 @@ def test_the_tools_prompt_lists_each_distinct_tool_as_json():
     body = tools_prompt([Weather()]).split("<tools>", 1)[1].split("</tools>", 1)[0]
     assert json.loads(body) == [{"name": "get_weather", "description": "Weather for a city",
                                  "parameters": {**CITY}}]
+
+
+# --- a call the model repeats within one request -----------------------------------------------------------
+
+def _ask_weather(repeated_calls: str) -> tuple[Weather, fm.LanguageModelSession, str]:
+    tool = Weather(reply="Sunny and 21 C in Paris")
+    session = fm.LanguageModelSession(tools=[tool], tool_choice="required", repeated_calls=repeated_calls)
+    answer = asyncio.run(session.respond("What's the weather in Paris?",
+                                         options=fm.GenerationOptions(maximum_response_tokens=60)))
+    return tool, session, answer
+
+
+def _transcript_calls(session) -> list[list[dict]]:
+    return [[{"name": c["name"], "arguments": json.loads(c["arguments"])} for c in e["toolCalls"]]
+            for e in session.transcript.entries if e.get("toolCalls")]
+
+
+@pytest.mark.real_model
+def test_a_repeated_call_reuses_its_result_then_the_model_answers():
+    """The demo's question: the default model asks for get_weather(Paris) again after its result (four times in a
+    row as the SDK behaves). By default the repeat is answered with the earlier result — the transcript shows
+    both calls, the tool ran once — and the model's next turn must answer."""
+    tool, session, answer = _ask_weather("reuse")
+    assert tool.calls == [{"city": "Paris"}]
+    calls = _transcript_calls(session)
+    assert calls == [[{"name": "get_weather", "arguments": {"city": "Paris"}}]] * 2
+    results = [e["contents"][0]["text"] for e in session.transcript.entries if e["role"] == "tool"]
+    assert results == ["Sunny and 21 C in Paris"] * 2
+    assert str(answer).strip() and not str(answer).startswith("<")
+
+    tool, session, _ = _ask_weather("call-again")                     # the SDK's way: the loop runs its course
+    assert tool.calls == [{"city": "Paris"}] * 4 and len(_transcript_calls(session)) == 4
+
+
+def test_repeated_calls_must_be_a_known_kind():
+    with pytest.raises(ValueError, match=r"repeated_calls='sometimes' is not one of \['reuse', 'call-again'\]"):
+        fm.LanguageModelSession(tools=[Weather()], repeated_calls="sometimes")
+    assert fm.LanguageModelSession(tools=[Weather()]).repeated_calls is fm.RepeatedCalls.REUSE

@@ -5,7 +5,7 @@ names (``SDK_NAMES``) plus openafm's documented extensions (``EXTENSIONS``, a co
 
 openafm's extensions that are not names (the SDK has none of them; code written for the SDK never needs them):
 
-    LanguageModelSession   tool_choice=; respond(include_schema_in_prompt=); stream_response of structured
+    LanguageModelSession   tool_choice=; repeated_calls=; respond(include_schema_in_prompt=); stream_response of structured
                            output (generating= / schema= / json_schema=); prewarm(); last_prefill
     SystemLanguageModel    model= (which openafm model), adapter= (a file or an exported bundle), max_concurrent_requests=,
                            draft= (an fm.Draft: speculative decoding); resolution= (fm.Resolution: the image mode,
@@ -79,7 +79,7 @@ from openafm.fm.prompt import Attachment, ImageAttachment, Prompt, PromptCompone
 from openafm.fm.schema import GenerationSchema, Property
 from openafm.fm.session import LanguageModelSession
 from openafm.fm.structured import StructuredDecoding
-from openafm.fm.tool import Tool
+from openafm.fm.tool import RepeatedCalls, Tool
 from openafm.fm.transcript import Transcript
 from openafm.models.image_views import Resolution
 
@@ -105,5 +105,6 @@ EXTENSIONS = [
     "StructuredDecoding",       # GenerationOptions(structured=...): remedies that make structured responses finish
     "SchemaFit",                # from_json_schema(fit=...): EXACT (default) or NARROWED (a subset where no exact rewrite)
     "Resolution",               # SystemLanguageModel(resolution=...): HIGH (720 image tokens), BALANCED (144), RAPID (9)
+    "RepeatedCalls",            # LanguageModelSession(repeated_calls=...): REUSE (default) or CALL_AGAIN a repeated call
 ]
 __all__ = SDK_NAMES + EXTENSIONS

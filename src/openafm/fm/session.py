@@ -42,8 +42,8 @@ from openafm.fm.images import check_vision, embed_images, user_contents
 from openafm.fm.prompt import Prompt, prompt_components, prompt_parts
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.structured import prompt_with_schema
-from openafm.fm.tool import (Tool, answer_grammar, check_tools, parse_tool_calls, run_tool, tool_call_grammar,
-                             tool_spec, tools_prompt)
+from openafm.fm.tool import (RepeatedCalls, Tool, answer_grammar, call_key, check_tools, parse_tool_calls, run_tool,
+                             tool_call_grammar, tool_spec, tools_prompt)
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
 from openafm.models.vlm import image_marker, split_markers
 from openafm.runtime.cancel import CancelToken
@@ -66,14 +66,21 @@ class _Turn:
 
 class LanguageModelSession:
     def __init__(self, instructions: str | None = None, model: SystemLanguageModel | None = None,
-                 tools: list[Tool] | None = None, *, tool_choice: str = "auto"):
+                 tools: list[Tool] | None = None, *, tool_choice: str = "auto",
+                 repeated_calls: RepeatedCalls | str = RepeatedCalls.REUSE):
         """tool_choice (openafm extension): "auto" lets the model answer or call tools; "required" makes the
-        first model turn of every request a tool call (later turns may answer)."""
+        first model turn of every request a tool call (later turns may answer). repeated_calls (openafm
+        extension, fm.RepeatedCalls): a call the model repeats within one request reuses its earlier result and
+        then the model must answer (REUSE, the default), or runs the tool again (CALL_AGAIN, the SDK's way)."""
         if tool_choice not in ("auto", "required"):
             raise ValueError(f"tool_choice={tool_choice!r} is not one of 'auto', 'required'")
         if tool_choice == "required" and not tools:
             raise ValueError("tool_choice='required' needs at least one tool")
+        accepted = [r.value for r in RepeatedCalls]
+        if repeated_calls not in accepted:
+            raise ValueError(f"repeated_calls={repeated_calls!r} is not one of {accepted}")
         self.tool_choice = tool_choice
+        self.repeated_calls = RepeatedCalls(repeated_calls)
         self.model = model if model is not None else SystemLanguageModel()
         self.instructions = instructions
         self.tools = list(tools or [])
@@ -231,9 +238,12 @@ class LanguageModelSession:
             self._messages.append({"role": "user", "content": user})
             entries.append({"role": "user", "contents": user_contents(components)})
             prefilled = 0
+            answered: dict[str, str] = {}       # call_key -> result, for this request's calls
+            must_answer = False                 # every call of the last round repeated an answered one
             for round_ in range(MAX_TOOL_ROUNDS + 1):
                 self._sync(conv)
-                constraint = self._constraint(lm.tokenizer, target, tools_allowed=round_ < MAX_TOOL_ROUNDS,
+                may_call = round_ < MAX_TOOL_ROUNDS and not must_answer
+                constraint = self._constraint(lm.tokenizer, target, tools_allowed=may_call,
                                               call_required=round_ == 0 and self.tool_choice == "required",
                                               options=options)
                 streamed = []
@@ -246,22 +256,14 @@ class LanguageModelSession:
                 out = conv.generate(max_new_tokens=options.max_tokens, sampling=options.sampling_params(),
                                     constraint=constraint, on_token=on_token, cancel=cancel)
                 prefilled += conv.last_turn.prefilled_tokens
-                tools_allowed = self.tools and round_ < MAX_TOOL_ROUNDS
+                tools_allowed = self.tools and may_call
                 if tools_allowed and out.finish_reason == "length" and out.text.startswith("<"):
                     raise DecodingFailureError(f"a tool call reached maximum_response_tokens={options.max_tokens} "
                                                f"before it was complete: {out.text[-80:]!r}")
                 calls = parse_tool_calls(out.text, self.tools) if tools_allowed else None
                 if calls is None:
                     break
-                self._messages.append({"role": "assistant", "content": out.text})
-                ids = [text_content("")["id"] for _ in calls]
-                entries.append({"role": "response", "contents": [], "toolCalls": [
-                    {"id": i, "toolName": t.name, "arguments": a} for i, (t, a) in zip(ids, calls)]})
-                results = _tool_results(calls, loop, cancel)
-                for i, (t, _), result in zip(ids, calls, results):
-                    self._messages.append({"role": "tool", "content": result})
-                    entries.append({"role": "tool", "toolName": t.name, "toolCallID": i,
-                                    "contents": [text_content(result)]})
+                must_answer = self._answer_calls(out.text, calls, answered, entries, loop, cancel)
             text = out.text
             self._check_output(text)
             value = None
@@ -284,6 +286,27 @@ class LanguageModelSession:
             raise
 
     # --- helpers -------------------------------------------------------------------------------
+    def _answer_calls(self, text: str, calls, answered: dict[str, str], entries: list[dict], loop,
+                      cancel: CancelToken) -> bool:
+        """Run a round's tool calls (concurrently) and add the calls and results to the messages and `entries`.
+        With RepeatedCalls.REUSE a call already answered in this request is not run again: its earlier result
+        is given again. -> whether every call of the round was such a repeat (the model must answer next)."""
+        keys = [call_key(t, a) for t, a in calls]
+        reuse = self.repeated_calls is RepeatedCalls.REUSE
+        fresh = [i for i, k in enumerate(keys) if not (reuse and k in answered)]
+        for i, result in zip(fresh, _tool_results([calls[i] for i in fresh], loop, cancel) if fresh else [],
+                             strict=True):
+            answered[keys[i]] = result
+        self._messages.append({"role": "assistant", "content": text})
+        ids = [text_content("")["id"] for _ in calls]
+        entries.append({"role": "response", "contents": [], "toolCalls": [
+            {"id": i, "toolName": t.name, "arguments": a} for i, (t, a) in zip(ids, calls, strict=True)]})
+        for i, (t, _), key in zip(ids, calls, keys, strict=True):
+            self._messages.append({"role": "tool", "content": answered[key]})
+            entries.append({"role": "tool", "toolName": t.name, "toolCallID": i,
+                            "contents": [text_content(answered[key])]})
+        return reuse and not fresh
+
     def _conv(self):
         if self._conversation is None:
             lm = self.model.language_model()

@@ -16,6 +16,7 @@ not be told; the SDK passes such lists on unchecked).
 from __future__ import annotations
 
 import abc
+import enum
 import inspect
 import json
 
@@ -26,6 +27,21 @@ from openafm.runtime.constrained import COMPACT_JSON
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 MAX_CALLS_PER_TURN = 4
+
+
+class RepeatedCalls(str, enum.Enum):
+    """What a session does when the model asks again, in the same request, for a call it has already made (the same
+    tool with the same arguments) — the loop a small model falls into (openafm extension; the SDK has no such
+    option and behaves as CALL_AGAIN)."""
+    REUSE = "reuse"              # the tool is not run again: its earlier result is given again (the transcript shows
+                                 # the call and the result), and when every call of the round repeated, the model's
+                                 # next turn must answer
+    CALL_AGAIN = "call-again"    # the tool runs again, every time it is asked
+
+
+def call_key(tool: "Tool", arguments: dict) -> str:
+    """What makes two calls the same call: the tool's name and its arguments (key order aside)."""
+    return tool.name + json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
 class Tool(abc.ABC):
