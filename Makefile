@@ -87,7 +87,7 @@ test: $(STAMP)
 # The documentation site (MkDocs + Material + mkdocstrings; mkdocs.yml): strict, so a warning fails the build. The
 # hooks in docs/hooks/ generate the API reference, the layout page and the results from docs/results/*.json.
 docs: $(STAMP)
-	$(PY) -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV)

@@ -53,8 +53,8 @@ def test_weights_fm_accepts_each_get_an_entry_and_inner_typeerrors_propagate(mon
         latency.system_models()
 
 
-def _readme_class(readme: str, decorator: str) -> str:
-    """The README's code lines from `decorator` to the end of the class body under it."""
+def _page_class(readme: str, decorator: str) -> str:
+    """A page's code lines from `decorator` to the end of the class body under it."""
     lines = readme.splitlines()
     first = lines.index(decorator)
     body = [lines[first], lines[first + 1]]
@@ -65,12 +65,16 @@ def _readme_class(readme: str, decorator: str) -> str:
     return "\n".join(body)
 
 
-def test_the_latency_example_is_the_readmes_person_type():
+@pytest.mark.parametrize("page", ["README.md", "docs/guides/framework.md"])
+def test_the_latency_example_is_the_documented_person_type(page):
+    """fm_latency.py times the session the framework guide shows (its type, instructions and turns); the README's
+    first example uses the same type and instructions."""
     latency = load_benchmark("fm_latency")
-    readme = (BENCHMARKS.parent / "README.md").read_text()
+    text = (BENCHMARKS.parent / page).read_text()
     namespace = {"fm": fm}
-    exec(_readme_class(readme, '@fm.generable("A person")'), namespace)  # noqa: S102 (the README's own code)
+    exec(_page_class(text, '@fm.generable("A person")'), namespace)  # noqa: S102 (the page's own code)
     assert (latency.Person.generation_schema().to_json_schema()
             == namespace["Person"].generation_schema().to_json_schema())
-    assert f'fm.LanguageModelSession(instructions="{latency.INSTRUCTIONS}")' in readme
-    assert all(f'"{turn}"' in readme for turn in latency.TURNS)
+    assert f'fm.LanguageModelSession(instructions="{latency.INSTRUCTIONS}")' in text
+    if page != "README.md":
+        assert all(f'"{turn}"' in text for turn in latency.TURNS)
