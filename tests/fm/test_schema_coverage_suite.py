@@ -8,19 +8,13 @@ The suite comes from the jsonschema sdist; tests make no network calls: `make te
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
-from pathlib import Path
-
-import pytest
 
 from openafm.fm import GenerationSchema, InvalidGenerationSchemaError
 from openafm.fm.jsonschema.keywords import KEYWORDS, KeywordKind
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
-
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "schema_coverage.py"
+from schema_suite import benchmark_module, cases  # noqa: F401  (cases: a module fixture, the suite's schemas)
 
 # Files of the main suite whose every schema uses only keywords openafm enforces: all must compile.
 FULLY_SUPPORTED = ("const.json", "enum.json", "type.json", "items.json", "prefixItems.json", "properties.json",
@@ -32,31 +26,6 @@ FULLY_SUPPORTED = ("const.json", "enum.json", "type.json", "items.json", "prefix
 UNENFORCED = frozenset(k for k, (kind, _) in KEYWORDS.items() if kind is KeywordKind.UNSUPPORTED) - {
     "minContains", "maxContains"}
 REWRITTEN = frozenset(k for k, (kind, _) in KEYWORDS.items() if kind is KeywordKind.REWRITTEN)
-
-
-def _benchmark_module():
-    """benchmarks/schema_coverage.py, which owns where the suite is cached and how it is read."""
-    saved = list(sys.path)
-    spec = importlib.util.spec_from_file_location("schema_coverage_benchmark", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # dataclasses look their module up while the file executes
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved           # the script puts benchmarks/ on sys.path for its own imports
-    return module
-
-
-@pytest.fixture(scope="module")
-def cases():
-    bench = _benchmark_module()
-    directory = bench.suite_dir()
-    if not Path(directory).is_dir():
-        pytest.skip(f"the JSON-Schema-Test-Suite is not cached at {directory}; run "
-                    f"`python benchmarks/schema_coverage.py` once to download it (tests make no network calls)")
-    found = bench.load_suite(directory)
-    assert len(found) > 300, f"only {len(found)} schemas under {directory}: a partial cache?"
-    return found
 
 
 def compile_or_reject(schema, tokenizer) -> Exception | None:
@@ -83,7 +52,7 @@ def test_every_schema_compiles_or_raises_a_typed_error(cases, tokenizer):
 
 
 def test_unenforced_keywords_are_rejected_naming_the_keyword(cases, tokenizer):
-    bench = _benchmark_module()
+    bench = benchmark_module()
     silent = []
     for case in cases:
         unsupported = bench.keywords(case.schema) & UNENFORCED
@@ -99,7 +68,7 @@ def test_unenforced_keywords_are_rejected_naming_the_keyword(cases, tokenizer):
 
 
 def test_rewritten_keywords_compile_or_are_rejected_naming_a_keyword(cases, tokenizer):
-    bench = _benchmark_module()
+    bench = benchmark_module()
     unnamed, compiled = [], 0
     for case in cases:
         if not bench.keywords(case.schema) & REWRITTEN:

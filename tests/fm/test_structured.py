@@ -126,4 +126,4 @@ def test_random_logits_finish_a_recursive_schema_only_with_the_remedies(tokenize
 def test_a_schema_without_recursion_keeps_its_refs():
     schema = {"$defs": {"x": {"type": "string"}}, "type": "object",
               "properties": {"a": {"$ref": "#/$defs/x"}, "b": {"$ref": "#/$defs/x"}}, "required": ["a", "b"]}
-    assert StructuredDecoding(max_items=None).bounded_schema(schema) == schema
+    assert StructuredDecoding(max_items=None, max_open_keys=None).bounded_schema(schema) == schema

@@ -5,6 +5,8 @@ budget runs out; the request then fails with DecodingFailureError (a value cut s
 complete). Each remedy here narrows or steers decoding without ever admitting an output the schema forbids:
 
 - max_items: arrays whose schema sets no maxItems get this bound in the grammar (never below their minItems);
+- max_open_keys: objects that allow keys they do not declare (no additionalProperties) admit only their declared
+  properties, or, declaring none, at most this many keys (fm/jsonschema/open_objects.py says where it is safe);
 - max_depth: a recursive type ($ref back into itself) is unrolled to this many levels in the grammar; below the
   last level its lists are empty (a required non-list self-reference is left as it is: it cannot end anyway).
   Only refs that reach a cycle are inlined. Where unrolling would grow the schema past MAX_UNROLL_GROWTH times
@@ -31,6 +33,7 @@ import json
 import logging
 from typing import Any
 
+from openafm.fm.jsonschema.open_objects import bound_open_objects
 from openafm.runtime.constrained import COMPACT_JSON
 from openafm.runtime.steering import SteeredConstraint
 
@@ -56,12 +59,13 @@ def response_json(value: Any) -> str:
 @dataclasses.dataclass(frozen=True)
 class StructuredDecoding:
     max_items: int | None = 4
+    max_open_keys: int | None = 4
     max_depth: int | None = 1
     repetition_penalty: float | None = None
     close_within: int | None = 96
 
     def __post_init__(self) -> None:
-        for name in ("max_items", "max_depth", "close_within"):
+        for name in ("max_items", "max_open_keys", "max_depth", "close_within"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"StructuredDecoding.{name}={value!r} must be a positive integer, or None (off)")
@@ -72,7 +76,7 @@ class StructuredDecoding:
     @classmethod
     def off(cls) -> StructuredDecoding:
         """No remedy: the grammar is exactly the schema and decoding is not steered."""
-        return cls(max_items=None, max_depth=None, repetition_penalty=None, close_within=None)
+        return cls(max_items=None, max_open_keys=None, max_depth=None, repetition_penalty=None, close_within=None)
 
     def replace(self, **changes) -> StructuredDecoding:
         return dataclasses.replace(self, **changes)
@@ -81,7 +85,7 @@ class StructuredDecoding:
         return dataclasses.asdict(self)
 
     def bounded_schema(self, schema: dict) -> dict:
-        """The schema the grammar enforces: `schema` narrowed by max_depth and max_items (a copy)."""
+        """The schema the grammar enforces: `schema` narrowed by max_depth, max_items and max_open_keys (a copy)."""
         schema = copy.deepcopy(schema)
         if self.max_depth is not None and _is_recursive(schema):
             unrolled = _unroll(schema, schema, self.max_depth, (), _reaching_cycles(schema))
@@ -97,6 +101,8 @@ class StructuredDecoding:
                           MAX_UNROLL_GROWTH)
         if self.max_items is not None:
             _bound_arrays(schema, self.max_items)
+        if self.max_open_keys is not None:
+            schema = bound_open_objects(schema, self.max_open_keys)
         return schema
 
     def steer(self, constraint, budget: int):

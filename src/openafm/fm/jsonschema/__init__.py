@@ -8,4 +8,5 @@ an annotation). It knows nothing of sessions or models; fm.schema.GenerationSche
     narrowing.py       SchemaFit; opt-in narrowings: a subset of a keyword's values where no exact rewrite exists
     simplify.py        exact simplifications that keep the engine under its size cap (repeated properties, if-chains)
     property_names.py  propertyNames: listed names checked, other keys as patternProperties (or none, narrowed)
+    open_objects.py    decoding's narrowing of open objects: declared keys only, or a bounded number (safe places only)
 """
