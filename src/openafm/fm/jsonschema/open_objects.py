@@ -2,8 +2,11 @@
 additionalProperties), a small model invents keys — `"": ""` pairs, nested `"data"` objects — until its token
 budget runs out. `bound_open_objects` returns a copy in which
 
-- an object that declares properties admits only those (``additionalProperties: false``);
-- an object that declares none admits at most ``max(max_keys, minProperties)`` keys (``maxProperties``).
+- an object that declares properties and says nothing of others admits only those (``additionalProperties:
+  false``);
+- a map — an object whose undeclared keys are allowed (no ``additionalProperties``, or a schema for their
+  values) and whose declared keys, if any, are all required — admits at most ``max(max_keys, minProperties)``
+  keys (``maxProperties``).
 
 Every value the narrowed schema admits, the schema admits (a narrowing, never a widening), and no narrowed node
 loses every value: a node is left as it is wherever narrowing it could widen the whole or empty it — under `not`,
@@ -29,7 +32,7 @@ GUARDED = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSch
 # Keys whose subschemas constrain values independently (narrowing them narrows the whole, monotonically).
 PLAIN = ("properties", "patternProperties", "additionalProperties", "items", "prefixItems", "additionalItems")
 # An object with any of these constrains its keys some other way: it is not closed.
-KEY_CONSTRAINTS = ("additionalProperties", "patternProperties", "unevaluatedProperties", "propertyNames",
+KEY_CONSTRAINTS = ("patternProperties", "unevaluatedProperties", "propertyNames",
                    "dependentRequired", "dependentSchemas", "dependencies", "maxProperties", "$ref", *GUARDED)
 DEFS = ("$defs", "definitions")
 ANNOTATIONS = ("$schema", "$id", "$comment", "title", "description", "examples", "default", "deprecated",
@@ -74,17 +77,19 @@ def _narrow(node: Any, max_keys: int, *, safe: bool) -> None:
 
 
 def _close(node: dict, max_keys: int) -> None:
+    """Narrow one safe object node in place (see the module doc)."""
     is_object = node.get("type") == "object" or (node.get("type") is None and "properties" in node)
-    if not is_object or any(k in node for k in KEY_CONSTRAINTS):
-        return
     declared = node.get("properties", {})
-    if not isinstance(declared, dict):
+    if not is_object or not isinstance(declared, dict) or any(k in node for k in KEY_CONSTRAINTS):
         return
-    if declared:
-        if set(node.get("required", [])) <= set(declared):
-            node["additionalProperties"] = False
-    elif not node.get("required"):
-        node["maxProperties"] = max(max_keys, node.get("minProperties", 0))
+    required = set(node.get("required", []))
+    extra = node.get("additionalProperties", True)
+    if extra is True and declared and required <= set(declared):
+        node["additionalProperties"] = False              # the declared keys only
+    elif extra is not False and required >= set(declared):
+        # a map (undeclared keys of any name, each valid for `extra`): a bounded number of keys. The engine
+        # bounds the count only where every declared key is required, which this branch checks.
+        node["maxProperties"] = max(max_keys, node.get("minProperties", 0), len(required))
 
 
 def _guarded_refs(root: Any) -> set[str]:
