@@ -24,7 +24,10 @@ and in an object that constrains its keys some other way or requires a key it do
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import Any
+
+from openafm.fm.jsonschema.raw_schema import pointer, resolve_pointer
 
 # Keys whose subschemas are combined with their neighbours (or negated): nothing under them is narrowed.
 GUARDED = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies", "contains",
@@ -52,7 +55,7 @@ def bound_open_objects(schema: Any, max_keys: int) -> Any:
         defs = out.get(key) if isinstance(out, dict) else None
         if isinstance(defs, dict):
             for name, node in defs.items():
-                if f"#/{key}/{name}" not in guarded:
+                if pointer("#", key, name) not in guarded:
                     _narrow(node, max_keys, safe=True)
     return out
 
@@ -69,11 +72,17 @@ def _narrow(node: Any, max_keys: int, *, safe: bool) -> None:
     if alone:
         _close(node, max_keys)
     for key, value in node.items():
-        if key in PLAIN and isinstance(value, (dict, list)):
-            children = value.values() if key in ("properties", "patternProperties") and isinstance(value, dict) \
-                else [value]
-            for child in children:
+        if key in PLAIN:
+            for child in _subschemas(key, value):
                 _narrow(child, max_keys, safe=alone)
+
+
+def _subschemas(key: str, value: Any) -> Iterable[Any]:
+    """The subschemas a PLAIN keyword holds: the values of a name -> schema map, else the value itself (a schema,
+    or a list of them for tuple `items` / `prefixItems`)."""
+    if key in ("properties", "patternProperties") and isinstance(value, dict):
+        return value.values()
+    return [value]
 
 
 def _close(node: dict, max_keys: int) -> None:
@@ -115,16 +124,14 @@ def _guarded_refs(root: Any) -> set[str]:
         if isinstance(ref, str) and (under_guard or _has_siblings(node)):
             key = _definition_key(ref)
             guarded.add(key or ref)
-            target = _definition(root, key) if key else None
+            target = resolve_pointer(root, key) if key else None
             if target is not None:
                 todo.append((target, True))
         for key, value in node.items():
             if key in GUARDED:
                 todo.append((value, True))
             elif key in PLAIN:
-                children = list(value.values()) if key in ("properties", "patternProperties") and \
-                    isinstance(value, dict) else [value]
-                todo.extend((child, under_guard or isinstance(ref, str)) for child in children)
+                todo.extend((child, under_guard or isinstance(ref, str)) for child in _subschemas(key, value))
     return guarded
 
 
@@ -139,10 +146,3 @@ def _definition_key(ref: str) -> str | None:
     if len(parts) >= 3 and parts[0] == "#" and parts[1] in DEFS:
         return "/".join(parts[:3])
     return None
-
-
-def _definition(root: Any, key: str) -> Any:
-    """The node of a '#/$defs/name' key (None if the schema has no such definition)."""
-    _, section, name = key.split("/", 2)
-    defs = root.get(section) if isinstance(root, dict) else None
-    return defs.get(name.replace("~1", "/").replace("~0", "~")) if isinstance(defs, dict) else None
