@@ -1,6 +1,7 @@
 """The curation pipeline (report §3.1): 7 stages streamed shard by shard, resumable. Entry point: ``build``.
 
     build.py          the whole run: ingest sources -> the 7 stages -> JSONL shards per domain + a report
+    inputs.py         the user's own data: JSONL, Parquet and WARC files matched by a glob -> Documents
     stage.py          Stage: a Document -> a kept Document or a Drop with a reason, counting what it did
     runner.py         run stages over JSONL shards resumably (atomic shard outputs, per-shard done-markers)
     extract.py        stage 1: HTML -> main text with trafilatura
