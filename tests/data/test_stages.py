@@ -3,7 +3,9 @@ from collections import Counter
 import pytest
 
 from openafm.data.document import Document
+from openafm.data.jsonl import write_documents
 from openafm.data.pipeline.dedup import DedupStage, exact_key, normalize, shingles
+from openafm.data.pipeline.executor import LocalExecutor
 from openafm.data.pipeline.extract import ExtractStage
 from openafm.data.pipeline.heuristics import HeuristicStage, repeated_line_fraction, symbol_ratio
 from openafm.data.pipeline.langid import LangIdStage
@@ -51,24 +53,21 @@ def test_langid():
                               "not-identified:code": 1, "lang-from-source": 1})
 
 
-def test_dedup_exact_and_near():
+def test_dedup_exact_and_near(tmp_path):
     base = ("the quick brown fox jumps over the lazy dog while the farmer watches from the old wooden gate and "
             "the sun sets slowly behind the hills of the valley where the river runs toward the distant sea "
             "carrying leaves and small branches past the mill that has stood there for two hundred years")
     near = base.replace("two hundred", "three hundred")            # one word changed: Jaccard ~0.9
     different = ("a completely different sentence about compilers and their intermediate representations that "
                  "share no five word sequence with the other text at all, none whatsoever, which is the point here")
-    stage, counts = DedupStage(), Counter()
     docs = [doc(base, id="a"), doc(base.upper() + " !!", id="b"), doc(near, id="c"), doc(different, id="d")]
+    write_documents(tmp_path / "in" / "s-00000.jsonl", docs[:2])
+    write_documents(tmp_path / "in" / "s-00001.jsonl", docs[2:])      # the near copy sits in another shard
+    stage, counts = DedupStage(), Counter()
+    facts = stage.prepare(sorted((tmp_path / "in").glob("*.jsonl")), tmp_path / "out", LocalExecutor(False))
+    assert facts["dedup"]["by_reason"] == {"exact-duplicate": 1, "near-duplicate": 1}
     assert [stage.process(d, counts) for d in docs] == [docs[0], Drop("exact-duplicate"), Drop("near-duplicate"),
                                                          docs[3]]
-
-
-def test_dedup_restore_rebuilds_state():
-    stage = DedupStage()
-    stage.restore(doc("some words that were already kept in a finished shard", id="x"))
-    assert stage.process(doc("Some words, that were ALREADY kept in a finished shard.", id="y"), Counter()) == \
-        Drop("exact-duplicate")
 
 
 def test_normalize_and_shingles():

@@ -36,6 +36,7 @@ from typing import Any
 from openafm import config as cfg
 from openafm.data.document import Document
 from openafm.data.mixture import MixtureConfig
+from openafm.data.pipeline.executor import ExecutorKind
 from openafm.data.sources import SOURCES
 from openafm.errors import ConfigError
 from openafm.eval.registry import get_task
@@ -79,12 +80,21 @@ class CorpusStage:
     sources: list[str] | None = None       # run the curation pipeline over these sources ...
     limit_per_source: int = 150
     shard_size: int = 500
+    input: str | None = None               # ... and/or the user's files (a glob; format from each suffix) ...
     jsonl_dir: str | None = None           # ... or use an existing curated corpus ({domain}/*.jsonl)
+    executor: str = "local"                # where the build runs: "local" or "ray" (data/pipeline/executor.py)
+    workers: int = 1                       # ray: concurrent one-CPU workers
+    address: str | None = None             # ray: a running cluster's head HOST:PORT; None starts a local Ray
 
     def __post_init__(self) -> None:
-        if (self.sources is None) == (self.jsonl_dir is None):
-            raise ConfigError(f"stage {self.name!r}: a corpus stage takes exactly one of sources (build it) or "
-                              f"jsonl_dir (an existing corpus), got sources={self.sources}, jsonl_dir={self.jsonl_dir}")
+        builds = self.sources is not None or self.input is not None
+        if builds == (self.jsonl_dir is not None):
+            raise ConfigError(f"stage {self.name!r}: a corpus stage takes sources and/or input (build it) or "
+                              f"jsonl_dir (an existing corpus), got sources={self.sources}, input={self.input}, "
+                              f"jsonl_dir={self.jsonl_dir}")
+        accepted = [k.value for k in ExecutorKind]
+        if self.executor not in accepted:
+            raise ConfigError(f"stage {self.name!r}: executor {self.executor!r} is not one of {accepted}")
         if self.sources is not None:
             unknown = sorted(set(self.sources) - set(SOURCES))
             if unknown:

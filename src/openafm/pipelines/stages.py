@@ -18,6 +18,8 @@ from openafm.checkpoint.native import load_checkpoint, save_checkpoint
 from openafm.data.document import Document
 from openafm.data.loader import find_shards
 from openafm.data.pipeline.build import BuildConfig, build
+from openafm.data.pipeline.executor import ExecutorConfig, ExecutorKind
+from openafm.data.pipeline.inputs import InputSpec
 from openafm.data.shards import TokenShard
 from openafm.data.tokenize_shards import parse_document_line, tokenize_dir
 from openafm.errors import ConfigError
@@ -59,8 +61,10 @@ def run_corpus(recipe: Recipe, stage: CorpusStage, out: Path, outputs: dict) -> 
         root = src.resolve()
     else:
         root = out / "corpus"
-        build(BuildConfig(out=str(root), sources=stage.sources, limit_per_source=stage.limit_per_source,
-                          shard_size=stage.shard_size))
+        spec = InputSpec(glob=stage.input) if stage.input is not None else None
+        build(BuildConfig(out=str(root), sources=stage.sources or [], limit_per_source=stage.limit_per_source,
+                          shard_size=stage.shard_size, input=spec),
+              executor=ExecutorConfig(kind=ExecutorKind(stage.executor), workers=stage.workers, address=stage.address))
     counts: dict[str, int] = {}
     for doc in iter_documents(root):
         counts[doc.domain] = counts.get(doc.domain, 0) + 1

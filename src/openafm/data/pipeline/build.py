@@ -1,9 +1,10 @@
-"""The whole curation run: ingest sources -> 7 stages -> ``{out}/{domain}/shard-NNNNN.jsonl`` + ``report.json``.
+"""The whole curation run: ingest sources and files -> 7 stages -> ``{out}/{domain}/shard-NNNNN.jsonl`` + ``report.json``.
 
-Work directories live under ``{out}/work/``: ``00-ingest/{source}-NNNNN.jsonl`` (a ``{source}.done`` marker
-per finished source), then ``01-extract`` ... ``07-profanity`` (see runner.py for the per-shard markers).
-``{out}/build.json`` records the options; rerunning into the same directory with different options is an
-error (the finished shards would mix two builds), rerunning with the same options resumes.
+Work directories live under ``{out}/work/``: ``00-ingest`` (see ingest.py), then ``01-extract`` ... ``07-profanity``
+(see runner.py for the per-shard markers). ``{out}/build.json`` records the options; rerunning into the same
+directory with different options is an error (the finished shards would mix two builds), rerunning with the same
+options resumes — on either executor: the executor is not an option of the output, which is the same bytes
+whichever ran it (executor.py).
 """
 
 from __future__ import annotations
@@ -15,21 +16,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from openafm.data.jsonl import read_documents, write_documents
 from openafm.data.pipeline.dedup import DedupStage
+from openafm.data.pipeline.executor import ExecutorConfig, open_executor
 from openafm.data.pipeline.extract import ExtractStage
 from openafm.data.pipeline.heuristics import HeuristicStage
+from openafm.data.pipeline.ingest import ingest
+from openafm.data.pipeline.inputs import InputSpec
 from openafm.data.pipeline.langid import LangIdStage
 from openafm.data.pipeline.pii import PiiStage
 from openafm.data.pipeline.profanity import ProfanityStage
 from openafm.data.pipeline.quality_model import QualityModelStage
-from openafm.data.pipeline.runner import run_stage, shard_paths
+from openafm.data.pipeline.runner import run_segment, segments, shard_paths
 from openafm.data.pipeline.stage import Stage
 from openafm.data.sources import SOURCES, get_source
+from openafm.errors import ConfigError
 
 DEFAULT_LIMIT = 300
+LOCAL = ExecutorConfig()
 
 
 @dataclass(kw_only=True)
@@ -37,17 +41,29 @@ class BuildConfig:
     out: str
     sources: list[str] = field(default_factory=lambda: sorted(SOURCES))
     limit_per_source: int | None = DEFAULT_LIMIT   # None = every document of every source
-    shard_size: int = 500                          # documents per shard, in the work and the output shards
+    shard_size: int = 500                          # documents per output shard
+    work_shard_size: int = 100                     # documents per work shard: the unit of parallel work and resume
+    input: InputSpec | None = None                 # the user's own files, read beside the sources
 
     def __post_init__(self) -> None:
         for name in self.sources:
             get_source(name)
         if len(set(self.sources)) != len(self.sources):
             raise ValueError(f"sources listed twice: {self.sources}")
+        if not self.sources and self.input is None:
+            raise ConfigError("nothing to build: no sources and no input files (name --sources or --input GLOB)")
         if self.limit_per_source is not None and self.limit_per_source < 1:
             raise ValueError(f"limit_per_source must be >= 1 or None, got {self.limit_per_source}")
-        if self.shard_size < 1:
-            raise ValueError(f"shard_size must be >= 1, got {self.shard_size}")
+        if self.shard_size < 1 or self.work_shard_size < 1:
+            raise ValueError(f"shard_size and work_shard_size must be >= 1, got {self.shard_size}, "
+                             f"{self.work_shard_size}")
+
+    def options(self) -> dict[str, Any]:
+        """The options as JSON (build.json and the report)."""
+        d = asdict(self)
+        if self.input is not None:
+            d["input"] = {**d["input"], "format": self.input.format and self.input.format.value}
+        return d
 
 
 def default_stages() -> list[Stage]:
@@ -59,25 +75,9 @@ def _chunks(items: list, size: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def ingest(config: BuildConfig, ingest_dir: Path, progress: bool = True) -> dict[str, Any]:
-    ingest_dir.mkdir(parents=True, exist_ok=True)
-    per_source = {}
-    for name in tqdm(config.sources, desc="ingest", unit="source", disable=not progress, leave=False):
-        marker = ingest_dir / f"{name}.done"
-        if marker.exists():
-            per_source[name] = json.loads(marker.read_text())
-            continue
-        docs = list(get_source(name).read(config.limit_per_source))
-        for k, chunk in enumerate(_chunks(docs, config.shard_size)):
-            write_documents(ingest_dir / f"{name}-{k:05d}.jsonl", chunk)
-        per_source[name] = {"documents": len(docs), "bytes": sum(len(d.text.encode()) for d in docs)}
-        marker.write_text(json.dumps(per_source[name]))
-    return {"stage": "ingest", "out": sum(s["documents"] for s in per_source.values()), "per_source": per_source}
-
-
 def _check_options(config: BuildConfig, out: Path) -> None:
     path = out / "build.json"
-    options = asdict(config)
+    options = config.options()
     if path.exists():
         before = json.loads(path.read_text())
         if before != options:
@@ -112,17 +112,20 @@ def write_output(final_dir: Path, out: Path, shard_size: int) -> dict[str, Any]:
     return {key: dict(sorted(v.items())) for key, v in stats.items()}
 
 
-def build(config: BuildConfig, *, stages: list[Stage] | None = None, progress: bool = True) -> dict[str, Any]:
-    """Run the pipeline; returns the report also written to ``{out}/report.json``."""
+def build(config: BuildConfig, *, stages: list[Stage] | None = None, executor: ExecutorConfig = LOCAL,
+          progress: bool = True) -> dict[str, Any]:
+    """Run the pipeline on the executor; returns the report also written to ``{out}/report.json``."""
     out = Path(config.out)
     _check_options(config, out)
     work = out / "work"
-    reports = [ingest(config, work / "00-ingest", progress)]
-    prev = work / "00-ingest"
-    for i, stage in enumerate(stages if stages is not None else default_stages(), start=1):
-        nxt = work / f"{i:02d}-{stage.name}"
-        reports.append(run_stage(stage, prev, nxt, progress=progress))
-        prev = nxt
-    report = {"options": asdict(config), "stages": reports, "output": write_output(prev, out, config.shard_size)}
+    with open_executor(executor, progress) as ex:
+        reports = [ingest(config.sources, config.limit_per_source, config.input, config.work_shard_size,
+                          work / "00-ingest", ex)]
+        stages = stages if stages is not None else default_stages()
+        dirs = [work / "00-ingest"] + [work / f"{i:02d}-{s.name}" for i, s in enumerate(stages, start=1)]
+        for seg in segments(stages):
+            reports += run_segment([stages[i] for i in seg], dirs[seg[0]:seg[-1] + 2], ex)
+    report = {"options": config.options(), "stages": reports,
+              "output": write_output(dirs[-1], out, config.shard_size)}
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return report

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 
 from openafm.data.document import Document
 from openafm.data.pipeline.stage import Drop, Stage
@@ -32,7 +32,7 @@ WORDS: dict[str, tuple[str, ...]] = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def pattern(lang: str | None) -> re.Pattern:
     entries = WORDS["en"] + (WORDS.get(lang, ()) if lang != "en" else ())
     alts = [re.escape(w[:-1]) + r"\w*" if w.endswith("*") else re.escape(w) for w in entries]

@@ -1,7 +1,8 @@
 """Stage 5: a model-based quality filter trained on the data itself — a hashed n-gram logistic regression.
 
 Labels. Positives are windows of edited, published English prose from the curated sources
-(``POSITIVE_SOURCES``: the King James Bible, the Debian Reference, WordNet glosses). Negatives are made from
+(``POSITIVE_SOURCES``: the King James Bible, the Debian Reference, WordNet glosses), as the build read them — or,
+when it read none of them (a build of the user's own files), straight from their packages. Negatives are made from
 those same windows by destroying what makes text *text* while keeping its vocabulary: (a) the words shuffled,
 (b) the sentence order kept but the words of each line reversed. Because a negative has exactly the words
 of a positive, unigram features carry no signal and the model must learn local word order (bigrams) —
@@ -33,13 +34,16 @@ import numpy as np
 
 from openafm.data.document import Document
 from openafm.data.jsonl import read_documents
-from openafm.data.pipeline.stage import Drop, Stage
+from openafm.data.pipeline.executor import Executor
+from openafm.data.pipeline.stage import Drop, Scope, Stage
+from openafm.data.sources import get_source
 
 POSITIVE_SOURCES = ("bible-kjv-text", "debian-reference-en", "wordnet-base")
 N_BUCKETS = 1 << 18
 WINDOW_WORDS = 80
 MAX_WINDOWS = 16
 TRAIN_WINDOW_SIZES = (12, 24, 48, 80)
+PACKAGE_POSITIVES = 300     # documents per curated source when the build reads none of them (user files only)
 
 
 def windows(text: str, size: int = WINDOW_WORDS) -> list[list[str]]:
@@ -53,11 +57,7 @@ def windows(text: str, size: int = WINDOW_WORDS) -> list[list[str]]:
     return [w for w in out if w]
 
 
-FUNCTION_WORDS = frozenset("""a an the and or but if then so as of in on at to for from by with about into over after
-before between through under than that this these those there here it its he she they we you i me him her them us
-my your his our their who whom which what when where why how not no is are was were be been being have has had do
-does did will would shall should can could may might must all any some each every one other such only own same
-very just also more most much many few both either neither nor too yet""".split())
+FUNCTION_WORDS = frozenset(["a", "an", "the", "and", "or", "but", "if", "then", "so", "as", "of", "in", "on", "at", "to", "for", "from", "by", "with", "about", "into", "over", "after", "before", "between", "through", "under", "than", "that", "this", "these", "those", "there", "here", "it", "its", "he", "she", "they", "we", "you", "i", "me", "him", "her", "them", "us", "my", "your", "his", "our", "their", "who", "whom", "which", "what", "when", "where", "why", "how", "not", "no", "is", "are", "was", "were", "be", "been", "being", "have", "has", "had", "do", "does", "did", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "all", "any", "some", "each", "every", "one", "other", "such", "only", "own", "same", "very", "just", "also", "more", "most", "much", "many", "few", "both", "either", "neither", "nor", "too", "yet"])
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -144,7 +144,7 @@ class QualityModel:
         np.savez_compressed(path, w=self.w, b=np.array(self.b))
 
     @classmethod
-    def load(cls, path: Path) -> "QualityModel":
+    def load(cls, path: Path) -> QualityModel:
         data = np.load(path)
         return cls(data["w"], float(data["b"]))
 
@@ -163,18 +163,23 @@ def labelled_examples(docs: list[Document], seed: int = 0) -> list[tuple[list[st
 
 class QualityModelStage(Stage):
     name = "quality-model"
+    scope = Scope.CORPUS
 
     def __init__(self, *, threshold: float = 0.5, seed: int = 0):
         self.threshold, self.seed = threshold, seed
         self.model: QualityModel | None = None
 
-    def prepare(self, input_shards: list[Path], work_dir: Path) -> dict[str, Any]:
+    def prepare(self, input_shards: list[Path], work_dir: Path, executor: Executor) -> dict[str, Any]:
         model_path, info_path = work_dir / "quality-model.npz", work_dir / "quality-model.json"
         if model_path.exists() and info_path.exists():
             self.model = QualityModel.load(model_path)
             return json.loads(info_path.read_text())
         positives = [d for p in input_shards for d in read_documents(p)
                      if d.source in POSITIVE_SOURCES and d.lang == "en"]
+        positives_from = "input"
+        if not positives:              # a build of the user's own files only: the curated sources from their packages
+            positives = [d for name in POSITIVE_SOURCES for d in get_source(name).read(PACKAGE_POSITIVES)]
+            positives_from = "packages"
         train = labelled_examples([d for d in positives if not is_heldout(d.id)], self.seed)
         heldout = labelled_examples([d for d in positives if is_heldout(d.id)], self.seed + 1)
         if len(train) < 20 or not heldout:
@@ -183,7 +188,7 @@ class QualityModelStage(Stage):
                              f"documents (e.g. --sources bible-kjv-text ... --limit-per-source 50 or more)")
         self.model = QualityModel()
         self.model.fit(train, seed=self.seed)
-        info = {"model": {"positive_sources": list(POSITIVE_SOURCES), "train_windows": len(train),
+        info = {"model": {"positive_sources": list(POSITIVE_SOURCES), "positives_from": positives_from, "train_windows": len(train),
                           "heldout_windows": len(heldout), "train_accuracy": round(self.model.accuracy(train), 4),
                           "heldout_accuracy": round(self.model.accuracy(heldout), 4), "threshold": self.threshold}}
         self.model.save(model_path)
