@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,13 +120,18 @@ def build(config: BuildConfig, *, stages: list[Stage] | None = None, executor: E
     _check_options(config, out)
     work = out / "work"
     with open_executor(executor, progress) as ex:
+        t = time.perf_counter()
         reports = [ingest(config.sources, config.limit_per_source, config.input, config.work_shard_size,
                           work / "00-ingest", ex)]
+        seconds = [{"segment": "ingest", "seconds": round(time.perf_counter() - t, 2)}]
         stages = stages if stages is not None else default_stages()
         dirs = [work / "00-ingest"] + [work / f"{i:02d}-{s.name}" for i, s in enumerate(stages, start=1)]
         for seg in segments(stages):
+            t = time.perf_counter()
             reports += run_segment([stages[i] for i in seg], dirs[seg[0]:seg[-1] + 2], ex)
-    report = {"options": config.options(), "stages": reports,
+            seconds.append({"segment": " + ".join(stages[i].name for i in seg),
+                            "seconds": round(time.perf_counter() - t, 2)})
+    report = {"options": config.options(), "stages": reports, "timing": seconds, "workers": executor.workers,
               "output": write_output(dirs[-1], out, config.shard_size)}
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return report
