@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from openafm.data.document import Document
 from openafm.data.pipeline.build import DEFAULT_LIMIT, BuildConfig, build
 from openafm.data.pipeline.executor import ExecutorConfig, ExecutorKind
 from openafm.data.pipeline.inputs import InputFormat, InputSpec
@@ -55,7 +56,7 @@ def register(sub) -> None:
                         help="JSONL / Parquet: the field holding the text (default text)")
     inputs.add_argument("--id-field", default=None, metavar="NAME",
                         help="JSONL / Parquet: a field holding a stable unique id (default: file name and line / row)")
-    inputs.add_argument("--domain", default="general", choices=["general", "code", "math", "multilingual"],
+    inputs.add_argument("--domain", default="general", choices=Document.DOMAINS,
                         help="the domain of every input document (default general)")
     run = b.add_argument_group("where it runs")
     run.add_argument("--executor", choices=[k.value for k in ExecutorKind], default="local",

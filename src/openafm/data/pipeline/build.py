@@ -22,7 +22,7 @@ from openafm.data.pipeline.dedup import DedupStage
 from openafm.data.pipeline.executor import ExecutorConfig, open_executor
 from openafm.data.pipeline.extract import ExtractStage
 from openafm.data.pipeline.heuristics import HeuristicStage
-from openafm.data.pipeline.ingest import ingest
+from openafm.data.pipeline.ingest import chunks, ingest
 from openafm.data.pipeline.inputs import InputSpec
 from openafm.data.pipeline.langid import LangIdStage
 from openafm.data.pipeline.pii import PiiStage
@@ -72,10 +72,6 @@ def default_stages() -> list[Stage]:
             ProfanityStage()]
 
 
-def _chunks(items: list, size: int) -> list[list]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
 def _check_options(config: BuildConfig, out: Path) -> None:
     path = out / "build.json"
     options = config.options()
@@ -106,10 +102,10 @@ def write_output(final_dir: Path, out: Path, shard_size: int) -> dict[str, Any]:
     for domain in by_domain:
         shutil.rmtree(out / domain, ignore_errors=True)
     for domain, docs in sorted(by_domain.items()):
-        chunks = _chunks(docs, shard_size)
-        for k, chunk in enumerate(chunks):
+        shards = list(chunks(docs, shard_size))
+        for k, chunk in enumerate(shards):
             write_documents(out / domain / f"shard-{k:05d}.jsonl", chunk)
-        stats["per_domain"][domain]["shards"] = len(chunks)
+        stats["per_domain"][domain]["shards"] = len(shards)
     return {key: dict(sorted(v.items())) for key, v in stats.items()}
 
 
@@ -120,6 +116,7 @@ def build(config: BuildConfig, *, stages: list[Stage] | None = None, executor: E
     _check_options(config, out)
     work = out / "work"
     with open_executor(executor, progress) as ex:
+        workers = ex.workers                        # Ray's may be fewer than asked: the cluster's CPUs
         t = time.perf_counter()
         reports = [ingest(config.sources, config.limit_per_source, config.input, config.work_shard_size,
                           work / "00-ingest", ex)]
@@ -131,7 +128,7 @@ def build(config: BuildConfig, *, stages: list[Stage] | None = None, executor: E
             reports += run_segment([stages[i] for i in seg], dirs[seg[0]:seg[-1] + 2], ex)
             seconds.append({"segment": " + ".join(stages[i].name for i in seg),
                             "seconds": round(time.perf_counter() - t, 2)})
-    report = {"options": config.options(), "stages": reports, "timing": seconds, "workers": executor.workers,
+    report = {"options": config.options(), "stages": reports, "timing": seconds, "workers": workers,
               "output": write_output(dirs[-1], out, config.shard_size)}
     (out / "report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return report

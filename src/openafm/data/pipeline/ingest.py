@@ -25,7 +25,8 @@ from openafm.data.sources import get_source
 from openafm.io import write_text_atomic
 
 
-def _chunks(docs: Iterable[Document], size: int) -> Iterator[list[Document]]:
+def chunks(docs: Iterable[Document], size: int) -> Iterator[list[Document]]:
+    """Consecutive lists of ``size`` documents (the last may be shorter), streamed."""
     chunk: list[Document] = []
     for doc in docs:
         chunk.append(doc)
@@ -40,7 +41,7 @@ def _write_chunks(docs: Iterable[Document], ingest_dir: Path, prefix: str, shard
     for stale in ingest_dir.glob(f"{prefix}-[0-9][0-9][0-9][0-9][0-9].jsonl"):
         stale.unlink()
     n = nbytes = 0
-    for k, chunk in enumerate(_chunks(docs, shard_size)):
+    for k, chunk in enumerate(chunks(docs, shard_size)):
         write_documents(ingest_dir / f"{prefix}-{k:05d}.jsonl", chunk)
         n += len(chunk)
         nbytes += sum(len(d.text.encode()) for d in chunk)

@@ -94,10 +94,11 @@ def _report(stage: Stage, shards: list[dict[str, Any]], resumed: int, prepared: 
 def run_segment(stages: list[Stage], dirs: list[Path], executor: Executor) -> list[dict[str, Any]]:
     """Run ``stages[i]`` from ``dirs[i]`` into ``dirs[i + 1]`` over every shard of ``dirs[0]``; each stage's
     report is written to its ``report.json`` and returned."""
-    names = [p.name for p in shard_paths(dirs[0])]
+    inputs = shard_paths(dirs[0])
+    names = [p.name for p in inputs]
     for d in dirs[1:]:
         d.mkdir(parents=True, exist_ok=True)
-    prepared = [stages[0].prepare(shard_paths(dirs[0]), dirs[1], executor)]
+    prepared = [stages[0].prepare(inputs, dirs[1], executor)]
     prepared += [s.prepare([dirs[i + 1] / n for n in names], dirs[i + 2], executor) for i, s in enumerate(stages[1:])]
     resumed = [sum(_marker(d, n).exists() for n in names) for d in dirs[1:]]
     # largest shards first: with N workers the last task to start is a small one, so none waits on a straggler
