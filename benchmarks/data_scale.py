@@ -9,6 +9,9 @@ Every build is `openafm data build` in a subprocess over all built-in sources (`
     killed and resumed     the local build killed (SIGKILL) while its dedup segment runs, resumed on ray, 2 workers
     worker killed          ray with 2 workers; one worker process SIGKILLed while it runs a shard; Ray retries it
     two-node cluster       `ray start --head` + `ray start --address` on this machine, one CPU each; --address
+Then the local build's output tokenized (`tokenize_dir`, the default tokenizer, one job per output file) in this
+process and on a Ray of 1 and 2 CPUs started beforehand, interleaved, 3 times each: the same shard bytes, and the
+2-worker speedup of the work alone (the tokenizer's own batch encoding already uses every core of one process).
 Identical means the same sha256 for every output shard. Dedup quality: the documents the local build kept after
 dedup (so free of duplicates by construction) with planted copies in other shards — exact copies, re-wrapped copies
 (case, spacing, punctuation) and copies keeping a contiguous 80–95% of the words — through the dedup stage on the
@@ -33,6 +36,9 @@ from pathlib import Path
 
 from openafm.data.document import Document
 from openafm.data.jsonl import read_documents, write_documents
+from openafm.checkpoint.load import load_tokenizer
+from openafm.data.loader import find_shards
+from openafm.data.tokenize_shards import tokenize_dir
 from openafm.data.pipeline.dedup import DedupStage
 from openafm.data.pipeline.executor import ExecutorConfig, ExecutorKind, open_executor
 
@@ -155,6 +161,30 @@ def plant(base_dir: Path, out: Path, n_each: int, seed: int = 0) -> tuple[list[P
     return shards, {c.id for c in copies}
 
 
+def tokenize(corpus: Path, out: Path, workers: int) -> dict:
+    """Tokenize a build's output (the default tokenizer, one job per file) in this process (workers 0) or on a
+    Ray of ``workers`` CPUs started beforehand, so the time is the work's alone -> time, counts, shard digest."""
+    import ray
+
+    tokenizer = load_tokenizer("default")
+    if workers:
+        ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR")
+    try:
+        executor = ExecutorConfig(kind=ExecutorKind.RAY, workers=workers) if workers else ExecutorConfig()
+        t = time.perf_counter()
+        groups = tokenize_dir(corpus, out, tokenizer, executor=executor, progress=False)
+        seconds = time.perf_counter() - t
+    finally:
+        if workers:
+            ray.shutdown()
+    h = hashlib.sha256()
+    for shard in find_shards(out):
+        for p in sorted(shard.iterdir()):
+            h.update(str(p.relative_to(out)).encode() + b"\0" + p.read_bytes())
+    return {"seconds": round(seconds, 2), "files": len(list((out / ".done").glob("*/*.json"))),
+            "documents": sum(g.docs for g in groups), "tokens": sum(g.tokens for g in groups), "digest": h.hexdigest()}
+
+
 def dedup_quality(base_dir: Path, work: Path, n_each: int) -> dict:
     shards, planted = plant(base_dir, work / "in", n_each)
     out = {}
@@ -181,7 +211,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=300, help="documents per source (default 300, the build's default)")
     ap.add_argument("--repeat", type=int, default=1, help="ray 1- and 2-worker builds each, interleaved (default 1)")
-    ap.add_argument("--planted", type=int, default=100, help="planted copies of each kind (default 100)")
+    ap.add_argument("--planted", type=int, default=200, help="planted copies of each kind (default 200)")
     ap.add_argument("--json", action="store_true", help=f"write {RESULTS.relative_to(RESULTS.parents[2])}")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="data_scale-"))
@@ -192,6 +222,11 @@ def main() -> None:
         for w in (1, 2):
             runs[f"ray{w}-{r}"] = build(root / f"ray{w}-{r}", args.limit, "--executor", "ray", "--workers", str(w))
             print(f"ray {w} workers", runs[f"ray{w}-{r}"]["wall_s"], "s", flush=True)
+    tok = {"local": [], "ray1": [], "ray2": []}
+    for r in range(max(3, args.repeat)):              # tokenizing takes seconds: at least 3 of each
+        for name, workers in (("local", 0), ("ray1", 1), ("ray2", 2)):
+            tok[name].append(tokenize(root / "local", root / f"tokens-{name}-{r}", workers))
+            print(f"tokenize {name}", tok[name][-1]["seconds"], "s", flush=True)
     runs["resumed"] = killed_and_resumed(root / "resumed", args.limit)
     print("killed and resumed", flush=True)
     runs["worker_killed"] = worker_killed(root / "worker-killed", args.limit)
@@ -203,6 +238,7 @@ def main() -> None:
     wall = {w: statistics.median(runs[f"ray{w}-{r}"]["wall_s"] for r in range(args.repeat)) for w in (1, 2)}
     stages = {w: statistics.median(runs[f"ray{w}-{r}"]["stages_s"] for r in range(args.repeat)) for w in (1, 2)}
     docs = runs["local"]["documents"]
+    tok_wall = {k: statistics.median(t["seconds"] for t in ts) for k, ts in tok.items()}
     result = {
         "identical_outputs": all(runs[k]["digest"] == ref for k in runs if k.startswith("ray")),
         "resumed_identical": runs["resumed"]["digest"] == ref,
@@ -210,6 +246,12 @@ def main() -> None:
         "speedup_2_workers_stages": round(stages[1] / stages[2], 3),
         "docs_per_s": {"local": round(docs / runs["local"]["wall_s"], 1), "ray_1": round(docs / wall[1], 1),
                        "ray_2": round(docs / wall[2], 1)},
+        "tokenize_identical": len({t["digest"] for ts in tok.values() for t in ts}) == 1,
+        "tokenize_speedup_2_workers": round(tok_wall["ray1"] / tok_wall["ray2"], 3),
+        "tokenize_docs_per_s": {k: round(tok["local"][0]["documents"] / v, 1) for k, v in tok_wall.items()},
+        "tokenize": {"files": tok["local"][0]["files"], "documents": tok["local"][0]["documents"],
+                     "tokens": tok["local"][0]["tokens"],
+                     "seconds": {k: [t["seconds"] for t in ts] for k, ts in tok.items()}},
         "two_node_identical": runs["two_node"]["digest"] == ref and runs["two_node"]["nodes"] == 2,
         "fault_identical": runs["worker_killed"]["digest"] == ref,
         "dedup_recall": min(quality["local"]["recall"], quality["ray"]["recall"]),

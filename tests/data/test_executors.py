@@ -69,6 +69,33 @@ def test_local_and_ray_write_the_same_bytes(tmp_path, ray_session):
     assert dedup["shards"] > 2                                                  # work shards, not one per source
 
 
+def test_tokenization_on_ray_writes_the_same_shards(tmp_path, ray_session, tokenizer):
+    """The build's output tokenized one job per file, in this process and on 2 Ray workers: the same shard bytes;
+    a file that is not Documents fails on Ray with the job's own ShardError naming file:line."""
+    from openafm.data.shards import ShardError
+    from openafm.data.tokenize_shards import tokenize_dir
+    corpus = tmp_path / "corpus"
+    build(BuildConfig(out=str(corpus), sources=SOURCES, limit_per_source=40, shard_size=15), progress=False)
+    assert len(list(corpus.glob("*/shard-*.jsonl"))) >= 4
+    local = tokenize_dir(corpus, tmp_path / "t-local", tokenizer, max_tokens_per_shard=2000, progress=False)
+    ray = tokenize_dir(corpus, tmp_path / "t-ray", tokenizer, max_tokens_per_shard=2000, progress=False,
+                       executor=ExecutorConfig(kind=ExecutorKind.RAY, workers=2))
+    assert local == ray
+    assert sum(g.docs for g in local) == sum(len(list(read_documents(p))) for p in corpus.glob("*/shard-*.jsonl"))
+    digest = {}
+    for name in ("t-local", "t-ray"):
+        root = tmp_path / name
+        digest[name] = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                        for p in sorted(root.glob("*/*/*/*")) if not p.name.startswith(".")}
+    assert digest["t-local"] == digest["t-ray"] != {}
+    (corpus / "general" / "zz-bad.jsonl").write_text('{"id": "x"}\n')
+    with pytest.raises(ShardError, match=r"zz-bad\.jsonl:1: not a Document"):
+        tokenize_dir(corpus, tmp_path / "t-bad", tokenizer, progress=False,
+                     executor=ExecutorConfig(kind=ExecutorKind.RAY, workers=2))
+    finished = sorted(p.stem for p in (tmp_path / "t-bad" / ".done").glob("*/*.json"))
+    assert finished == sorted(p.stem for p in corpus.glob("*/shard-*.jsonl"))     # every good file stays done
+
+
 def test_the_keep_rule_does_not_depend_on_shard_order(tmp_path):
     rng = random.Random(0)
     texts = [" ".join(f"w{rng.randrange(10_000)}" for _ in range(40)) for _ in range(12)]

@@ -58,19 +58,25 @@ def register(sub) -> None:
                         help="JSONL / Parquet: a field holding a stable unique id (default: file name and line / row)")
     inputs.add_argument("--domain", default="general", choices=Document.DOMAINS,
                         help="the domain of every input document (default general)")
-    run = b.add_argument_group("where it runs")
-    run.add_argument("--executor", choices=[k.value for k in ExecutorKind], default="local",
-                     help="local: this process, shard after shard (default); ray: Ray Data tasks on a local Ray "
-                          "with --workers CPUs, or on the cluster at --address")
-    run.add_argument("--workers", type=int, default=None, metavar="N",
-                     help="ray: concurrent one-CPU workers (default 2)")
-    run.add_argument("--address", default=None, metavar="HOST:PORT",
-                     help="ray: a running cluster's head (`ray start --head`); default: start a local Ray")
+    add_executor_arguments(b, "the build")
     b.set_defaults(run=_cmd_build)
     data.set_defaults(run=lambda args: data.print_help() or 2)
 
 
-def _executor(args) -> ExecutorConfig:
+def add_executor_arguments(parser: argparse.ArgumentParser, work: str) -> None:
+    """--executor / --workers / --address, shared by the data commands that run per-file or per-shard jobs."""
+    run = parser.add_argument_group("where it runs")
+    run.add_argument("--executor", choices=[k.value for k in ExecutorKind], default="local",
+                     help=f"local: {work} runs in this process, one job after another (default); ray: Ray Data tasks "
+                          f"on a local Ray with --workers CPUs, or on the cluster at --address")
+    run.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="ray: concurrent one-CPU workers (default 2)")
+    run.add_argument("--address", default=None, metavar="HOST:PORT",
+                     help="ray: a running cluster's head (`ray start --head`); default: start a local Ray")
+
+
+def executor_config(args) -> ExecutorConfig:
+    """The ExecutorConfig that `add_executor_arguments`' options name."""
     kind = ExecutorKind(args.executor)
     workers = args.workers if args.workers is not None else (2 if kind is ExecutorKind.RAY else 1)
     return ExecutorConfig(kind=kind, workers=workers, address=args.address)
@@ -91,7 +97,7 @@ def _config(args) -> BuildConfig:
 
 def _cmd_build(args) -> int:
     t = time.perf_counter()
-    report = build(_config(args), executor=_executor(args))
+    report = build(_config(args), executor=executor_config(args))
     for stage in report["stages"]:
         dropped = ", ".join(f"{k} {v}" for k, v in stage.get("dropped", {}).items())
         print(f"{stage['stage']:14s} in {stage.get('in', '-'):>6} out {stage['out']:>6}" + (f"  dropped: {dropped}" if dropped else ""))

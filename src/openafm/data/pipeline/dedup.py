@@ -43,7 +43,7 @@ import numpy as np
 
 from openafm.data.document import Document
 from openafm.data.jsonl import read_documents
-from openafm.data.pipeline.executor import Executor
+from openafm.data.pipeline.executor import Executor, largest_first
 from openafm.data.pipeline.stage import Drop, Scope, Stage
 from openafm.io import read_jsonl, write_jsonl, write_text_atomic
 
@@ -207,8 +207,7 @@ class DedupStage(Stage):
         decided = work_dir / "decision" / "duplicates.jsonl"      # not beside the shards: it is not one
         sig_dir = work_dir / "signatures"
         rows = [{"in": str(p), "out": str(sig_dir / p.name)} for p in input_shards]
-        pending = sorted((r for r in rows if not Path(r["out"] + ".done").exists()),
-                         key=lambda r: -Path(r["in"]).stat().st_size)          # largest first, as in runner.py
+        pending = largest_first([r for r in rows if not Path(r["out"] + ".done").exists()], "in")
         if not decided.exists():
             executor.map(SignatureJob(self.params), pending, desc="dedup signatures")
             edges = executor.shuffle(BucketRows(self.bands, self.rows), [{"path": r["out"]} for r in rows],

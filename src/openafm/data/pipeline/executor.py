@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Self
 
 from tqdm import tqdm
@@ -210,6 +211,12 @@ def _check_reachable(address: str) -> None:
     except (OSError, ValueError) as e:
         raise ExecutorError(f"cannot reach a Ray cluster at {address} ({e}); start one with `ray start --head "
                             f"--port {port}` or leave out --address to start a local Ray") from None
+
+
+def largest_first(rows: list[Row], path_key: str) -> list[Row]:
+    """``rows`` ordered by the size of the file each names under ``path_key``, largest first: with N workers the
+    last task to start is then a small one, so no worker is left waiting on a straggler."""
+    return sorted(rows, key=lambda r: -Path(r[path_key]).stat().st_size)
 
 
 def open_executor(config: ExecutorConfig, progress: bool = True) -> Executor:

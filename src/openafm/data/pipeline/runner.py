@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from openafm.data.jsonl import read_documents, write_documents
-from openafm.data.pipeline.executor import Executor, LocalExecutor
+from openafm.data.pipeline.executor import Executor, LocalExecutor, largest_first
 from openafm.data.pipeline.stage import Drop, Scope, Stage
 from openafm.io import write_text_atomic
 
@@ -101,12 +101,11 @@ def run_segment(stages: list[Stage], dirs: list[Path], executor: Executor) -> li
     prepared = [stages[0].prepare(inputs, dirs[1], executor)]
     prepared += [s.prepare([dirs[i + 1] / n for n in names], dirs[i + 2], executor) for i, s in enumerate(stages[1:])]
     resumed = [sum(_marker(d, n).exists() for n in names) for d in dirs[1:]]
-    # largest shards first: with N workers the last task to start is a small one, so none waits on a straggler
-    pending = sorted((n for n in names if not _marker(dirs[-1], n).exists()),
-                     key=lambda n: -(dirs[0] / n).stat().st_size)
+    pending = largest_first([{"shard": n, "path": str(dirs[0] / n)} for n in names
+                             if not _marker(dirs[-1], n).exists()], "path")
     job = SegmentJob(tuple(stages), tuple(str(d) for d in dirs))
-    fresh = dict(zip(pending, executor.map(job, [{"shard": n} for n in pending],
-                                           desc=" + ".join(s.name for s in stages))))
+    fresh = {row["shard"]: result for row, result in
+             zip(pending, executor.map(job, pending, desc=" + ".join(s.name for s in stages)))}
     per_stage: list[list[dict[str, Any]]] = [[] for _ in stages]
     for n in names:
         results = fresh[n]["stages"] if n in fresh else [json.loads(_marker(d, n).read_text()) for d in dirs[1:]]
