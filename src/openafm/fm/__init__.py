@@ -33,6 +33,7 @@ Modules:
     images.py      image prompts in a session: attachments -> image tokens (the vision tower), transcript contents
     structured.py  StructuredDecoding: decoding-side remedies that make structured responses finish
     tool.py        Tool, the tool-call grammar and the tools prompt
+    constraint.py  constraint_for: the one grammar policy of sessions and the server (tools, tool choice, schema)
     transcript.py  Transcript: a session's entries, to and from dictionaries
     adapter.py     SystemLanguageModel.Adapter: a LoRA adapter file (or exported bundle) tied to its base weights
     draft.py       Draft: a draft model directory for speculative decoding (openafm extension)

@@ -33,6 +33,7 @@ import json
 from typing import Any, AsyncIterator
 
 from openafm.errors import ContextWindowExceededError
+from openafm.fm.constraint import constraint_for
 from openafm.fm.content import GeneratedContent, non_json
 from openafm.fm.errors import DecodingFailureError, ExceededContextWindowSizeError, GenerationError
 from openafm.fm.guardrails import Guardrails, enforce
@@ -42,12 +43,10 @@ from openafm.fm.images import check_vision, embed_images, user_contents
 from openafm.fm.prompt import Prompt, prompt_components, prompt_parts
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.structured import prompt_with_schema
-from openafm.fm.tool import (RepeatedCalls, Tool, answer_grammar, call_key, check_tools, parse_tool_calls, run_tool,
-                             tool_call_grammar, tool_spec, tools_prompt)
+from openafm.fm.tool import RepeatedCalls, Tool, call_key, check_tools, parse_tool_calls, run_tool, tool_spec, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text, structure_content, text_content, tool_calls
 from openafm.models.vlm import image_marker, split_markers
 from openafm.runtime.cancel import CancelToken
-from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.conversation import Conversation
 
 MAX_TOOL_ROUNDS = 4       # model turns that may call tools before it must answer
@@ -331,17 +330,10 @@ class LanguageModelSession:
 
     def _constraint(self, tokenizer, target, *, tools_allowed: bool, call_required: bool = False,
                     options: GenerationOptions):
-        schema = target.to_json_schema() if target is not None else None
-        if self.tools and tools_allowed:
-            grammar = tool_call_grammar(self.tools, schema, required=call_required)
-            return GrammarConstraint.from_lark(grammar, tokenizer)
-        if self.tools and schema is None:
-            return GrammarConstraint.from_lark(answer_grammar(), tokenizer)   # no imitation of a tool call
-        if schema is not None:
-            structured = options.structured_decoding
-            constraint = GrammarConstraint.from_json_schema(structured.bounded_schema(schema), tokenizer)
-            return structured.steer(constraint, budget=options.max_tokens)
-        return None
+        choice = "none" if not tools_allowed else ("required" if call_required else "auto")
+        return constraint_for(tokenizer, tools=self.tools, choice=choice,
+                              schema=target.to_json_schema() if target is not None else None,
+                              structured=options.structured_decoding, budget=options.max_tokens)
 
     def _check_prompt(self, prompt: str) -> None:
         text = "".join(p for p in split_markers(prompt) if isinstance(p, str))

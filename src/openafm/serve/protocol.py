@@ -11,19 +11,24 @@ goes through `fm.GenerationSchema.from_json_schema` (a keyword the engine cannot
 the framework's `StructuredDecoding` remedies, and the schema is added to the last user turn as the framework's
 sessions do; json_object is any JSON object. Tools follow the framework's constrained tool calling
 (`fm.tool`): described in the system prompt, and the grammar admits only registered names with valid arguments.
+Every grammar comes from fm's one policy (`fm.constraint.constraint_for`), so a chat completion decodes under the
+grammar a session builds for the same tools, tool choice and schema; with tools and a response_format together,
+the reply is a tool call or the schema's JSON.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any, Callable
 
+from openafm.fm.constraint import constraint_for
 from openafm.fm.errors import FoundationModelsError
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.structured import StructuredDecoding, prompt_with_schema
-from openafm.fm.tool import CALL_CLOSE, CALL_OPEN, Tool, answer_grammar, tool_call_grammar, tools_prompt
-from openafm.runtime.constrained import GrammarConstraint, GrammarError, json_schema_grammar
+from openafm.fm.tool import CALL_CLOSE, CALL_OPEN, Tool, tools_prompt
+from openafm.runtime.constrained import GrammarError
 from openafm.runtime.sampling import SamplingParams
 
 MAX_N = 8
@@ -194,9 +199,6 @@ def chat_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
     tools = _tools(body.get("tools"))
     choice = _tool_choice(body.get("tool_choice"), tools)
     schema, structured = _response_format(body.get("response_format"))
-    if tools and choice != "none" and structured:
-        raise RequestError("response_format json_schema / json_object together with tools is not supported by "
-                           "this server: use one or the other", "response_format")
     if tools:
         system = tools_prompt(tools)
         if messages and messages[0]["role"] == "system":
@@ -334,28 +336,14 @@ def _response_format(value: Any) -> tuple[dict | None, bool]:
 
 
 def _constraint_factory(tokenizer, schema: dict | None, tools: list[Tool], choice: str, budget: int):
-    """A function making one choice's grammar (compiled once here, so a bad grammar is a 400 up front)."""
-    if tools and choice != "none":
-        chosen = [t for t in tools if choice == "function:" + t.name] or tools
-        grammar = tool_call_grammar(chosen, None, required=choice != "auto")
-        where = "tools"
-        make = lambda: GrammarConstraint.from_lark(grammar, tokenizer)                       # noqa: E731
-    elif tools:
-        grammar = answer_grammar()
-        where = "tool_choice"
-        make = lambda: GrammarConstraint.from_lark(grammar, tokenizer)                       # noqa: E731
-    elif schema is not None:
-        structured = StructuredDecoding()
-        bounded = structured.bounded_schema(schema)
-        where = "response_format"
-        grammar = json_schema_grammar(bounded)
-        make = lambda: structured.steer(GrammarConstraint(grammar, tokenizer, description="JSON schema"),  # noqa: E731
-                                        budget=budget)
-    else:
-        return None
+    """A function making one choice's grammar under fm's policy (`constraint_for`), compiled once here so a bad
+    grammar is a 400 up front."""
+    make = functools.partial(constraint_for, tokenizer, tools=tools, choice=choice, schema=schema,
+                             structured=StructuredDecoding(), budget=budget)
     try:
         make()
     except GrammarError as e:
+        where = "tools" if tools and choice != "none" else ("response_format" if schema is not None else "tool_choice")
         raise RequestError(f"{where}: {e}", where) from None
     return make
 
