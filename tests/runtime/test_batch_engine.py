@@ -6,10 +6,10 @@ refuses."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
+from engine_events import Collector
 
 import openafm
 from openafm.runtime.batch_engine import CANCELLED, BatchEngine, EngineBusy, EngineConfig, RowRequest
@@ -26,30 +26,6 @@ QUESTIONS = ["What is the capital of France?", "Name three colours.", "Write a h
 @pytest.fixture(scope="module")
 def lm():
     return openafm.load()
-
-
-class Collector:
-    """Records one request's events; `wait()` until its last."""
-
-    def __init__(self):
-        self.events, self.done = [], threading.Event()
-
-    def __call__(self, e):
-        self.events.append(e)
-        if e.finish is not None:
-            self.done.set()
-
-    @property
-    def tokens(self) -> list[int]:
-        return [e.token_id for e in self.events if e.token_id >= 0 and e.finish != "eos"]
-
-    @property
-    def text(self) -> str:
-        return "".join(e.text for e in self.events)
-
-    def wait(self, timeout: float = 120) -> "Collector":
-        assert self.done.wait(timeout), "the request did not finish"
-        return self
 
 
 def alone(lm, prompt: list[int], n: int, **kw) -> list[int]:

@@ -18,6 +18,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import openafm
 from openafm.runtime.batch_engine import EngineConfig
+from openafm.serve.access import Access, exposed_without_key
 
 pytestmark = pytest.mark.real_model
 MODEL = "smollm2-135m-instruct"
@@ -269,3 +270,36 @@ def test_an_adapter_is_served_by_name(tmp_path):
         assert served.models["strong"].engine.model is not served.default.engine.model
         # The adapter changes the distribution: the first token's log-probability differs.
         assert abs(base.choices[0].logprobs.content[0].logprob - strong.choices[0].logprobs.content[0].logprob) > 1e-3
+
+
+def test_an_api_key_guards_the_api_and_cors_admits_only_named_origins(lm):
+    access = Access(api_key="s3cret", allow_origins=("https://app.example",))
+    with live_server(lm, EngineConfig(max_batch=2), access=access) as (url, _):
+        body = {"model": MODEL, "prompt": "1, 2, 3,", "max_tokens": 2, "temperature": 0}
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0).completions.create(**body)
+        good = openai.OpenAI(base_url=url + "/v1", api_key="s3cret", max_retries=0, timeout=120)
+        assert good.completions.create(**body).usage.completion_tokens == 2
+        for path in ("/v1/models", "/metrics"):
+            r = httpx.get(url + path, timeout=60)
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", path
+        assert httpx.get(url + "/health", timeout=60).status_code == 200
+        assert httpx.get(url + "/", timeout=60).status_code == 200          # the playground page asks for the key
+        preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization"}
+        r = httpx.options(url + "/v1/completions", headers={"Origin": "https://app.example", **preflight})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example"
+        r = httpx.options(url + "/v1/completions", headers={"Origin": "https://evil.example", **preflight})
+        assert "access-control-allow-origin" not in r.headers
+    with live_server(lm, EngineConfig(max_batch=1), engine=False) as (url, _):     # no key, no origins
+        r = httpx.get(url + "/v1/models", headers={"Origin": "https://app.example"}, timeout=60)
+        assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+
+
+def test_exposure_without_a_key_is_named():
+    assert exposed_without_key("0.0.0.0", Access()) and exposed_without_key("myhost.lan", Access())
+    assert not exposed_without_key("127.0.0.1", Access()) and not exposed_without_key("::1", Access())
+    assert not exposed_without_key("0.0.0.0", Access(api_key="k"))
+    with pytest.raises(ValueError, match="'app.example' is not an origin"):
+        Access(allow_origins=("app.example",))
+    with pytest.raises(ValueError, match="non-empty"):
+        Access(api_key=" k")

@@ -9,6 +9,8 @@ import uvicorn
 
 from openafm.api import DEFAULT_MODEL, load
 from openafm.runtime.batch_engine import EngineConfig
+from openafm.runtime.proposers import ProposerKind
+from openafm.serve.access import KEY_ENV, Access, exposed_without_key
 from openafm.serve.app import MAX_BODY, create_app
 from openafm.serve.engine_front import Served, served_weights
 
@@ -19,7 +21,7 @@ def register(subparsers) -> None:
         description="Serve a model over OpenAI's API: POST /v1/chat/completions and /v1/completions (streaming, "
                     "response_format json_schema, tools), GET /v1/models, /health, /metrics (Prometheus), and the "
                     "playground with its profiler at /. Requests share one engine loop per model (continuous "
-                    "batching). Binds to 127.0.0.1 unless --host says otherwise.")
+                    "batching). Binds to 127.0.0.1 unless --host says otherwise; beyond this machine, give --api-key.")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model name, .gguf file or checkpoint (default {DEFAULT_MODEL})")
     p.add_argument("--adapter", action="append", default=[], metavar="NAME=FILE",
                    help="serve a LoRA adapter file under NAME as well (repeatable); pick it with \"model\": NAME")
@@ -35,6 +37,17 @@ def register(subparsers) -> None:
                    help="how a GGUF's weights are held (openafm.load): auto = native blocks, or float32 when "
                         "--adapter is given (adapters attach to the dequantized weights they were trained on)")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
+    p.add_argument("--speculate", default="off", choices=[k.value for k in ProposerKind],
+                   help="ngram: rows guess their next tokens by prompt lookup (and feed a grammar's forced tokens) "
+                        "and each step verifies the guesses in one pass, only when the measured cost says it pays; "
+                        "outputs are unchanged. off: one token per row per step (default)")
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help=f"require 'Authorization: Bearer KEY' on every API endpoint (401 otherwise; /health and the "
+                        f"playground page stay open, and the page asks for the key); default: the {KEY_ENV} "
+                        f"environment variable, else no key")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="let web pages from ORIGIN (scheme://host[:port], or '*') call the API from a browser "
+                        "(CORS; repeatable). Default: none, so other origins' pages cannot read its answers")
     p.set_defaults(run=run)
 
 
@@ -50,10 +63,15 @@ def parse_adapters(specs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     adapters = parse_adapters(args.adapter)
+    access = Access.from_options(args.api_key, args.allow_origin)
+    if exposed_without_key(args.host, access):
+        print(f"openafm serve: WARNING: binding to {args.host} without an API key: anyone who can reach this "
+              f"machine can use the model. Give --api-key KEY (or set {KEY_ENV}).", file=sys.stderr)
     lm = load(args.model, weights=served_weights(args.weights, adapters))
     window = lm.model.kv_plan.max_seq_len
     max_context = args.max_context if args.max_context is not None else min(EngineConfig.max_context, window)
-    config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=max_context)
+    config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=max_context,
+                          speculate=ProposerKind(args.speculate))
     served = Served(lm, adapters, config).start()
     if args.max_context is None and window < EngineConfig.max_context:
         print(f"openafm serve: --max-context {max_context} (the model's context window)", file=sys.stderr)
@@ -61,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
           f"step {served.default.engine.step_kind}) on http://{args.host}:{args.port}/ (playground at /)",
           file=sys.stderr)
     try:
-        uvicorn.run(create_app(served, max_body=args.max_body), host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(create_app(served, max_body=args.max_body, access=access), host=args.host, port=args.port, log_level="warning")
     finally:
         served.stop()
     return 0

@@ -13,8 +13,16 @@ log-prob count, a CancelToken and an `on_event` callback called from the engine 
 3. per row: the grammar mask (timed), sampling with the row's own generator, log-probs, EOS / stop / length
    / grammar-complete checks; a row that finishes or was cancelled leaves (the last row moves into its slot).
 
-A token the grammar forces is fed at the next step without sampling (marked `forced` in its event): no
-multi-token fast-forward inside a batch, since every row advances one slot per step.
+A token the grammar forces is fed at the next step without sampling (marked `forced` in its event).
+
+Speculation (a request's or the engine's `speculate`, runtime.proposers): a row may bring guesses of the tokens
+after its next one — the tokens its grammar forces (certain), else its n-gram proposer's — fed in the same step
+(every row then writes 1 + longest-guess slots; shorter rows pad). The step scores every slot, and each row
+chooses along its slots exactly as it would one step at a time, continuing while its choice equals the guess fed
+next (sample-then-compare: the same tokens for greedy rows, the same distribution for sampled ones); the slots of
+rejected guesses become holes in the row cache. Adaptive: per step, the engine weighs the tokens each row is
+expected to commit (its running acceptance) against the measured cost of a step of that many slots for this
+many rows, and takes the best number of slots — one (plain, fused) whenever guessing does not pay.
 The queue is bounded: `submit` raises `EngineBusy` beyond `max_queue` waiting requests.
 """
 
@@ -33,7 +41,8 @@ from openafm.models.decoder import Logits
 from openafm.runtime.cancel import CancelToken
 from openafm.runtime.fused_step import StepKind, choose_step
 from openafm.runtime.generate import PREFILL_CHUNK, FinishReason
-from openafm.runtime.kv_cache import KVCache, Sliding
+from openafm.runtime.prefix_cache import PrefixCache
+from openafm.runtime.proposers import Acceptance, NgramConfig, NgramProposer, ProposerKind, StepCosts
 from openafm.runtime.row_cache import RowCache
 from openafm.runtime.sampling import Sampler, SamplingParams
 from openafm.runtime.stops import StopMatcher
@@ -55,9 +64,13 @@ class EngineConfig:
     initial_capacity: int = 256      # row-cache slots to start with (grows by doubling up to max_context)
     prefix_cache: int = 8            # prompts whose K/V are kept for prefix reuse (0: off)
     min_prefix: int = 8              # shortest prefix worth reusing
-    step: StepKind = StepKind.AUTO
+    step: StepKind = StepKind.AUTO   # one-slot steps; multi-slot (speculative) steps run the module graph
+    speculate: ProposerKind = ProposerKind.OFF     # the default of requests that do not choose
+    ngram: NgramConfig = NgramConfig()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.speculate, ProposerKind):
+            raise ValueError(f"speculate={self.speculate!r} is not one of {[k.value for k in ProposerKind]}")
         for name in ("max_batch", "max_queue", "max_context", "initial_capacity", "min_prefix"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -82,6 +95,9 @@ class RowEvent:
     cached_tokens: int = 0         # prompt tokens reused from the prefix cache (first event)
     prefill_seconds: float = 0.0   # first event
     kv_bytes: int = 0              # K/V bytes this request's tokens hold
+    guessed: bool = False          # the token was a proposer's guess, verified in the step that fed it
+    proposed: int = 0              # last event: guesses of this request the engine verified ...
+    accepted: int = 0              # ... and of them, accepted
 
 
 @dataclasses.dataclass
@@ -94,6 +110,7 @@ class RowRequest:
     constraint: object | None = None          # runtime.constrained.GrammarConstraint (or a steered one)
     logprobs: int | None = None               # None: no log-probs; k >= 0: the chosen token's and the top k
     cancel: CancelToken = dataclasses.field(default_factory=CancelToken)
+    speculate: ProposerKind | None = None      # None: the engine's `EngineConfig.speculate`
     submitted: float = dataclasses.field(default_factory=time.perf_counter)
 
 
@@ -109,6 +126,8 @@ class _Row:
     position: int = 0               # position of the next token fed
     next_token: int = -1            # the token to feed at the next step
     pending_forced: list[int] = dataclasses.field(default_factory=list)
+    proposer: NgramProposer | None = None     # set when the row speculates
+    acceptance: Acceptance = dataclasses.field(default_factory=Acceptance)
 
 
 class BatchEngine:
@@ -124,13 +143,15 @@ class BatchEngine:
                               device=model.norm.weight.device)
         self.rows: list[_Row] = []                     # live rows; rows[i] is cache row i
         self.queue: collections.deque[RowRequest] = collections.deque()
-        self._prefixes: collections.OrderedDict[tuple, KVCache] = collections.OrderedDict()
+        self.prefixes = PrefixCache(model.kv_plan, size=config.prefix_cache, min_prefix=config.min_prefix,
+                                    dtype=self.cache.dtype, device=self.cache.device)
         self._cv = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
         self.step_kind = ""
         self.steps_run = 0
         self.tokens_out = 0
+        self._costs = StepCosts()
 
     # --- the public side -------------------------------------------------------------------------
     def start(self) -> "BatchEngine":
@@ -193,13 +214,13 @@ class BatchEngine:
             return
         try:
             start = time.perf_counter()
-            cache, cached = self._prefill_cache(req.prompt)
+            cache, cached = self.prefixes.start(req.prompt)
             with torch.inference_mode():
                 new = req.prompt[cached:]
                 ids = torch.tensor([new], device=self.cache.device)
                 for s in range(0, len(new), PREFILL_CHUNK):
                     logits = self.model(ids[:, s:s + PREFILL_CHUNK], cache=cache, logits=Logits.LAST)[:, -1]
-            self._remember(req.prompt, cache)
+            self.prefixes.remember(req.prompt, cache)
             prefill = time.perf_counter() - start
         except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
             self._end_alone(req, ERROR, error=f"{type(e).__name__}: {e}")
@@ -208,30 +229,83 @@ class BatchEngine:
         self.cache.splice(r, cache, len(req.prompt))
         row = _Row(req, Sampler(req.sampling, self.cache.device), StreamDecoder(self.tokenizer),
                    StopMatcher(list(req.stop)), position=len(req.prompt))
+        if (req.speculate or self.config.speculate) is ProposerKind.NGRAM:
+            row.proposer = NgramProposer(req.prompt, self.config.ngram)
         self.rows.append(row)
         first = RowEvent(-1, "", prompt_tokens=len(req.prompt), cached_tokens=cached, prefill_seconds=prefill)
         self._choose(r, row, logits[0], first)
 
     def _step(self) -> None:
         n = len(self.rows)
-        self.cache.reserve(n)
+        offers = self._guesses()                          # per row: tokens fed after its next token
+        guesses = [g for g, _ in offers]
+        t = 1 + max(map(len, guesses))
+        self.cache.reserve(n, t)
         view = self.cache.view(n)
-        fused, self.step_kind = choose_step(self.config.step, self.model, view)
-        ids = torch.tensor([[row.next_token] for row in self.rows], device=self.cache.device)       # [n, 1]
-        pos = torch.tensor([[row.position] for row in self.rows], device=self.cache.device)         # [n, 1]
+        ids = torch.zeros(n, t, dtype=torch.long)                                                    # [n, t]
+        pos = torch.full((n, t), -1, dtype=torch.long)                                               # [n, t]
+        for r, (row, guess) in enumerate(zip(self.rows, guesses)):
+            ids[r, :1 + len(guess)] = torch.tensor([row.next_token, *guess])
+            pos[r, :1 + len(guess)] = torch.arange(row.position, row.position + 1 + len(guess))
+        ids, pos = ids.to(self.cache.device), pos.to(self.cache.device)
+        start = time.perf_counter()
         with torch.inference_mode():
+            fused, kind = choose_step(self.config.step, self.model, view) if t == 1 else (None, "eager (guesses)")
             if fused is not None:
-                logits = fused(ids, view, pos)                                                     # [n, V]
+                logits = fused(ids, view, pos)[:, None]                                             # [n, 1, V]
             else:
-                logits = self.model(ids, cache=view, positions=pos, logits=Logits.LAST)[:, -1]
+                logits = self.model(ids, cache=view, positions=pos, logits=Logits.LAST if t == 1 else Logits.ALL)
+        self.step_kind = kind if t == 1 else self.step_kind
+        self._costs.observe(n, t, time.perf_counter() - start)
         self.steps_run += 1
-        for r, row in enumerate(self.rows):
-            row.position += 1
-            self._choose(r, row, logits[r], RowEvent(-1, ""))
+        first_slot = self.cache.steps - t
+        for r, (row, (guess, acceptance)) in enumerate(zip(self.rows, offers)):
+            kept = self._verify(r, row, logits[r], guess)
+            if acceptance is not None and guess:
+                acceptance.update(len(guess), kept - 1)
+            if kept < 1 + len(guess):
+                self.cache.forget(r, first_slot + kept, first_slot + 1 + len(guess))
         self._drop_finished()
 
-    def _choose(self, r: int, row: _Row, logits: torch.Tensor, event: RowEvent) -> None:
-        """Pick row r's next token from its logits [V] (or its pending forced token), emit it, check the end."""
+    def _guesses(self) -> list[tuple[list[int], Acceptance | None]]:
+        """Each speculating row's guesses (its forced tokens, else its proposer's, with the row's Acceptance), cut
+        to the number of slots that maximises expected tokens per second (none when one plain slot is best)."""
+        offers: list[tuple[list[int], Acceptance | None]] = []      # (guesses, None when they are certain)
+        for row in self.rows:
+            room = min(row.req.max_new_tokens - row.produced - 1, self.config.ngram.max_gamma)
+            if row.proposer is None or room < 1:
+                offers.append(([], None))
+            elif row.pending_forced:
+                offers.append((row.pending_forced[:room], None))
+            else:
+                offers.append((row.proposer.propose(room), row.acceptance))
+        longest = max(len(g) for g, _ in offers)
+        if longest == 0:
+            return offers
+        n = len(offers)
+        best, best_rate = 1, n / self._costs.estimate(n, 1)
+        for t in range(2, longest + 2):
+            expected = sum(1 + min(len(g), t - 1) if acc is None else acc.expected_tokens(min(len(g), t - 1))
+                           for g, acc in offers)
+            if expected / self._costs.estimate(n, t) > best_rate:
+                best, best_rate = t, expected / self._costs.estimate(n, t)
+        return [(g[:best - 1], acc) for g, acc in offers]
+
+    def _verify(self, r: int, row: _Row, logits: torch.Tensor, guess: list[int]) -> int:
+        """Row r chooses along its slots (logits [t, V]): slot j's logits pick the token after slot j's token, and
+        it goes on while that pick is the guess fed at slot j + 1. -> slots kept (1 + accepted guesses)."""
+        accepted = 0
+        for j in range(len(guess) + 1):
+            row.position += 1                                   # slot j's token is in the cache
+            self._choose(r, row, logits[j], RowEvent(-1, ""), guess=guess[j] if j < len(guess) else None)
+            if row.next_token == -2 or j == len(guess) or row.next_token != guess[j]:
+                break
+            accepted += 1
+        return 1 + accepted
+
+    def _choose(self, r: int, row: _Row, logits: torch.Tensor, event: RowEvent, guess: int | None = None) -> None:
+        """Pick row r's next token from its logits [V] (or its pending forced token), emit it, check the end.
+        ``guess``: the token fed after this one in a speculative step (the event says whether the pick is it)."""
         req = row.req
         try:
             if row.pending_forced:
@@ -266,6 +340,9 @@ class BatchEngine:
         row.produced += 1
         row.next_token = tok
         event.token_id = tok
+        event.guessed = tok == guess and not event.forced
+        if row.proposer is not None:
+            row.proposer.append(tok)
         if tok in self.eos and not event.forced:
             event.finish = FinishReason.EOS
             row.text += row.decoder.flush()
@@ -293,6 +370,7 @@ class BatchEngine:
         event.kv_bytes = (len(row.req.prompt) + row.produced) * self._bytes_per_token()
         if event.finish is not None:
             row.next_token = -2                              # marks the row finished
+            event.proposed, event.accepted = row.acceptance.proposed, row.acceptance.accepted
         try:
             row.req.on_event(event)
         except Exception:                                    # noqa: BLE001 - a failing consumer cancels its row
@@ -327,46 +405,7 @@ class BatchEngine:
         except Exception:                                    # noqa: BLE001
             pass
 
-    # --- the prefix cache --------------------------------------------------------------------------
-    def _prefill_cache(self, prompt: list[int]) -> tuple[KVCache, int]:
-        """A single-row cache for `prompt`, holding the longest reusable prefix; -> (cache, tokens held)."""
-        cache = KVCache(self.model.kv_plan, batch_size=1, capacity=len(prompt), dtype=self.cache.dtype,
-                        device=self.cache.device, sliding=Sliding.FULL)      # spliced into the row cache as is
-        best, best_len = None, 0
-        for key, entry in self._prefixes.items():
-            n = _common_prefix(key, prompt)
-            if n > best_len:
-                best, best_len = (key, entry), n
-        held = min(best_len, len(prompt) - 1)               # the last prompt token is always run (its logits)
-        if best is None or held < self.config.min_prefix:
-            return cache, 0
-        self._prefixes.move_to_end(best[0])
-        for i in range(len(self.model.kv_plan.layers)):
-            src, dst = best[1].layer_storage(i), cache.layer_storage(i)
-            if src is None:
-                continue
-            dst[0][:, :, :held] = src[0][:, :, :held]
-            dst[1][:, :, :held] = src[1][:, :, :held]
-            dst[4][:, :held] = src[4][:, :held]
-        cache.steps = held
-        return cache, held
-
-    def _remember(self, prompt: list[int], cache: KVCache) -> None:
-        if not self.config.prefix_cache:
-            return
-        self._prefixes[tuple(prompt)] = cache
-        self._prefixes.move_to_end(tuple(prompt))
-        while len(self._prefixes) > self.config.prefix_cache:
-            self._prefixes.popitem(last=False)
-
     def _bytes_per_token(self) -> int:
         c = self.model.kv_plan
         return 2 * len(self.cache.owners) * c.n_kv_heads * c.attn_head_dim * self.cache.dtype.itemsize
 
-
-def _common_prefix(a, b) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

@@ -14,6 +14,9 @@ fused, with one query position per row.
 - when the shared step reaches the capacity, every row is moved left to end at the longest live row
   (one slice copy: the rows are right-aligned), and the capacity doubles only if that is not enough (and
   halves back towards its initial size once the long rows have left).
+- a step may write several slots per row (a speculative step: a row's next token and guesses, or padding);
+  `forget` empties the slots of rejected guesses. Such holes are masked like padding (position -1) and counted in
+  the row's length (its span) until the next compaction squeezes them out row by row.
 - `view(n)` is the nn.kv store (begin/write/read/end) and fused-step view (`layer_storage`) over rows
   [0, n): contiguous slices of the same storage.
 
@@ -94,18 +97,41 @@ class RowCache:
         self.lengths[dst], self.lengths[src] = self.lengths[src], 0
         self.pos[src] = -1
 
-    def reserve(self, n: int) -> None:
-        """Make room for one more step over rows [0, n): compact, or grow when compacting is not enough."""
-        if self.steps < self.capacity:
+    def reserve(self, n: int, t: int = 1) -> None:
+        """Make room for one step of ``t`` slots over rows [0, n): squeeze out holes and compact, or grow when
+        that is not enough."""
+        if self.steps + t <= self.capacity:
             return
+        self._squeeze(n)
         longest = max(self.lengths[:n], default=0)
-        if longest + 1 > self.max_capacity:
-            raise ContextWindowExceededError(longest + 1, self.max_capacity)
-        if longest + 1 > self.capacity * 3 // 4:
-            self._grow(min(self.max_capacity, max(2 * self.capacity, longest + 1)))
+        if longest + t > self.max_capacity:
+            raise ContextWindowExceededError(longest + t, self.max_capacity)
+        if longest + t > self.capacity * 3 // 4:
+            self._grow(min(self.max_capacity, max(2 * self.capacity, longest + t)))
         self._realign(longest)
-        if self.capacity > self.initial and 4 * (longest + 1) <= self.capacity:
-            self._shrink(max(self.initial, 2 * (longest + 1)))       # long rows have left: give the memory back
+        if self.capacity > self.initial and 4 * (longest + t) <= self.capacity:
+            self._shrink(max(self.initial, 2 * (longest + t)))       # long rows have left: give the memory back
+
+    def forget(self, row: int, start: int, stop: int) -> None:
+        """Empty slots [start, stop) of ``row`` (a speculative step's rejected guesses): a hole, masked like
+        padding, squeezed out at the next compaction."""
+        self.pos[row, start:stop] = -1
+
+    def _squeeze(self, n: int) -> None:
+        """Move each of rows [0, n) that has holes so its tokens sit contiguously, right-aligned at the step."""
+        for r in range(n):
+            span = self.pos[r, self.steps - self.lengths[r]:self.steps]
+            live = torch.nonzero(span >= 0).flatten() + (self.steps - self.lengths[r])          # [L] slot indices
+            if live.numel() == self.lengths[r]:
+                continue
+            dst = slice(self.steps - live.numel(), self.steps)
+            for i in self.owners:
+                self.k[i][r, :, dst] = self.k[i][r, :, live].clone()
+                self.v[i][r, :, dst] = self.v[i][r, :, live].clone()
+            kept = self.pos[r, live].clone()
+            self.pos[r] = -1
+            self.pos[r, dst] = kept
+            self.lengths[r] = live.numel()
 
     def _realign(self, steps: int) -> None:
         """Move every row so that it ends at `steps` (growing the storage when `steps` does not fit)."""

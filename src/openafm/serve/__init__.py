@@ -7,6 +7,7 @@ Modules:
     responses.py      OpenAI response bodies and stream chunks from engine events (tool calls, log-probs, profile)
     metrics.py        Prometheus text for GET /metrics
     app.py            the FastAPI application: endpoints, server-sent events, errors
+    access.py         who may call it: the API key (Bearer, constant-time) and the origins CORS admits
 
 Package data: the "static" folder holds the playground, plain HTML, JS and CSS served at / (no build step).
 """

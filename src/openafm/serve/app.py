@@ -5,7 +5,8 @@ engine rows (serve.engine_front) and answer in OpenAI's shapes (serve.responses)
 events (`data: {chunk}` ... `data: [DONE]`) when asked. Errors are OpenAI error bodies: 400 naming the
 field, 404 for an unknown model, 413-free size check (a body over `max_body` bytes is a 400 naming the limit),
 429 with Retry-After when the queue is full, 500 if a request fails inside (the server itself goes on). A
-client that disconnects cancels its rows (checked between events, and by the stream's cancellation).
+client that disconnects cancels its rows (checked between events, and by the stream's cancellation). With an API
+key, the API answers 401 without it (serve.access).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
+from openafm.serve.access import Access, install
 from openafm.serve.engine_front import Served, events
 from openafm.serve.metrics import Metrics
 from openafm.serve.protocol import RequestError, chat_request, completion_request
@@ -28,8 +30,9 @@ RETRY_AFTER = "1"           # seconds, on a 429
 DISCONNECT_CHECK = 0.25     # seconds between checks that a non-streaming client is still there
 
 
-def create_app(served: Served, *, max_body: int = MAX_BODY) -> FastAPI:
+def create_app(served: Served, *, max_body: int = MAX_BODY, access: Access = Access()) -> FastAPI:
     app = FastAPI(title="openafm", docs_url=None, redoc_url=None, openapi_url=None)
+    install(app, access)
     metrics = Metrics()
     app.state.served, app.state.metrics = served, metrics
     static = resources.files("openafm.serve") / "static"
@@ -169,7 +172,8 @@ def _profile_extra(plan, model, c: Choice, e) -> dict | None:
         extra["token"] = c.profile[-1]
     if c.first is e:
         extra["prefill"] = {"prompt_tokens": len(plan.prompt), "cached_prompt_tokens": e.cached_tokens,
-                            "prefill_ms": round(e.prefill_seconds * 1e3, 3), "step": model.engine.step_kind}
+                            "prefill_ms": round(e.prefill_seconds * 1e3, 3), "step": model.engine.step_kind,
+                            "speculate": model.engine.config.speculate.value}
     return extra or None
 
 

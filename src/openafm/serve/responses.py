@@ -53,7 +53,8 @@ class Choice:
                 self.pending_logprobs.append(entry)
             if self.plan.profile:
                 self.profile.append({"id": e.token_id, "text": self.tokenizer.decode([e.token_id]),
-                                     "forced": e.forced, "mask_ms": round(e.mask_seconds * 1e3, 4),
+                                     "forced": e.forced, "guessed": e.guessed,
+                                     "mask_ms": round(e.mask_seconds * 1e3, 4),
                                      "t_ms": round(e.at * 1e3, 3), "kv_bytes": e.kv_bytes,
                                      "logprob": e.logprob})
         self.text += e.text

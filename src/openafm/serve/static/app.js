@@ -30,10 +30,25 @@ function init() {
   $("run").onclick = run;
   $("stop").onclick = () => controller && controller.abort();
   $("copy-python").onclick = copyPython;
-  fetch("/v1/models").then((r) => r.json()).then((list) => {
+  $("api-key").value = sessionStorage.getItem("openafm-api-key") || "";
+  $("api-key").onchange = () => { sessionStorage.setItem("openafm-api-key", $("api-key").value); loadModels(); };
+  loadModels();
+  fetch("/health").then((r) => r.json()).then((h) => { $("health").textContent = `${h.status}: ${h.models.length} model(s)`; });
+}
+
+// The headers of an API call: with the key typed above (a server started with --api-key needs it).
+function apiHeaders() {
+  const key = $("api-key").value.trim();
+  return key ? {"Content-Type": "application/json", "Authorization": `Bearer ${key}`} : {"Content-Type": "application/json"};
+}
+
+function loadModels() {
+  fetch("/v1/models", {headers: apiHeaders()}).then(async (r) => {
+    if (r.status === 401) { $("health").textContent = "this server needs an API key: enter it on the right"; return; }
+    const list = await r.json();
+    $("model").innerHTML = "";
     for (const m of list.data) $("model").add(new Option(`${m.id} (${m.kind})`, m.id));
   });
-  fetch("/health").then((r) => r.json()).then((h) => { $("health").textContent = `${h.status}: ${h.models.length} model(s)`; });
 }
 
 function parsed(id) {
@@ -68,7 +83,7 @@ async function run() {
   controller = new AbortController();
   $("run").disabled = true; $("stop").disabled = false;
   try {
-    const response = await fetch("/v1/chat/completions", {method: "POST", headers: {"Content-Type": "application/json"},
+    const response = await fetch("/v1/chat/completions", {method: "POST", headers: apiHeaders(),
                                                           body: JSON.stringify(body), signal: controller.signal});
     if (!response.ok) {
       const err = await response.json();
@@ -128,7 +143,7 @@ function onChunk(chunk, profile) {
 
 function addToken(t) {
   const span = document.createElement("span");
-  span.className = "tok " + (t.forced ? "forced" : "sampled");
+  span.className = "tok " + (t.forced ? "forced" : t.guessed ? "guessed" : "sampled");
   span.textContent = t.text;
   span.title = `id ${t.id} at ${t.t_ms.toFixed(1)} ms, mask ${t.mask_ms.toFixed(3)} ms` + (t.logprob != null ? `, logprob ${t.logprob.toFixed(3)}` : "");
   $("tokens").appendChild(span);
@@ -149,7 +164,11 @@ function drawStats(p) {
       rows.push(["decode step", p.prefill.step || "?"]);
     }
     if (toks.length > 1) rows.push(["decode", `${((toks.length - 1) / (last - ttft) * 1e3).toFixed(1)} tok/s over ${toks.length - 1} tokens`]);
+    const guessed = toks.filter((t) => t.guessed).length;
     rows.push(["tokens", `${toks.length}: ${toks.length - forced} sampled, ${forced} forced by the grammar`]);
+    if (p.prefill && p.prefill.speculate !== "off") {
+      rows.push(["speculation", `${p.prefill.speculate}: ${guessed} of the sampled tokens were guesses verified in the step that fed them`]);
+    }
     const masks = toks.filter((t) => !t.forced && t.mask_ms > 0).map((t) => t.mask_ms).sort((a, b) => a - b);
     const median = masks.length ? masks[Math.floor(masks.length / 2)] : 0;
     rows.push(["grammar mask", masks.length ? `${mask.toFixed(2)} ms total, median ${median.toFixed(3)} ms per sampled token (the first includes building the grammar)` : "no grammar"]);
