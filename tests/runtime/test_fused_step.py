@@ -187,3 +187,26 @@ def test_qwen_attention_features_run_fused_and_equal_eager(features, base):
     eager, _ = run(model, StepKind.EAGER, new=30)
     fused, stats = run(model, StepKind.FUSED, new=30)
     assert stats.step == "fused" and fused == eager
+
+
+@pytest.mark.parametrize("name", [n for n in TINY_PRESETS if why_not_fused(make_tiny(n)) is None])
+def test_several_tokens_per_row_in_one_pass_equal_one_at_a_time(name):
+    """The engine's speculative step: T tokens of each row (the second row padded) in one fused pass give the
+    logits and K/V of feeding them one step at a time."""
+    model = make_tiny(name)
+    ids = torch.tensor([PROMPTS[0], [0] * 5 + PROMPTS[1]])
+    pos = torch.tensor([list(range(7)), [-1] * 5 + [0, 1]])
+    feed, feed_pos = torch.tensor([[11, 12, 13], [14, 15, 0]]), torch.tensor([[7, 8, 9], [2, 3, -1]])
+    caches = [KVCache(model.kv_plan, batch_size=2, capacity=12) for _ in range(2)]
+    fused = fused_decoder(model)
+    with torch.inference_mode():
+        for cache in caches:
+            model(ids, cache=cache, positions=pos)
+        together = fused.rows(feed, caches[0], feed_pos)                                        # [2, 3, V]
+        apart = torch.stack([fused(feed[:, j:j + 1], caches[1], feed_pos[:, j:j + 1]) for j in range(3)], 1)
+    real = feed_pos >= 0
+    assert torch.allclose(together[real], apart[real], atol=1e-5, rtol=1e-5), (together - apart)[real].abs().max()
+    assert torch.equal(together[real].argmax(-1), apart[real].argmax(-1))
+    for a, b in zip(caches[0].layers, caches[1].layers, strict=True):
+        if a is not None:
+            assert torch.allclose(a.k.data, b.k.data, atol=1e-6) and torch.allclose(a.v.data, b.v.data, atol=1e-6)

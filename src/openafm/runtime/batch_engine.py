@@ -64,7 +64,7 @@ class EngineConfig:
     initial_capacity: int = 256      # row-cache slots to start with (grows by doubling up to max_context)
     prefix_cache: int = 8            # prompts whose K/V are kept for prefix reuse (0: off)
     min_prefix: int = 8              # shortest prefix worth reusing
-    step: StepKind = StepKind.AUTO   # one-slot steps; multi-slot (speculative) steps run the module graph
+    step: StepKind = StepKind.AUTO   # how steps run (multi-slot speculative steps too, where no ring wraps)
     speculate: ProposerKind = ProposerKind.OFF     # the default of requests that do not choose
     ngram: NgramConfig = NgramConfig()
 
@@ -250,12 +250,13 @@ class BatchEngine:
         ids, pos = ids.to(self.cache.device), pos.to(self.cache.device)
         start = time.perf_counter()
         with torch.inference_mode():
-            fused, kind = choose_step(self.config.step, self.model, view) if t == 1 else (None, "eager (guesses)")
-            if fused is not None:
+            fused, self.step_kind = choose_step(self.config.step, self.model, view)
+            if fused is not None and t == 1:
                 logits = fused(ids, view, pos)[:, None]                                             # [n, 1, V]
+            elif fused is not None and fused.can_step_rows(view, t):
+                logits = fused.rows(ids, view, pos)                                                 # [n, t, V]
             else:
                 logits = self.model(ids, cache=view, positions=pos, logits=Logits.LAST if t == 1 else Logits.ALL)
-        self.step_kind = kind if t == 1 else self.step_kind
         self._costs.observe(n, t, time.perf_counter() - start)
         self.steps_run += 1
         first_slot = self.cache.steps - t

@@ -11,7 +11,8 @@ with the eager step on every supported family.
 What it does not run (the eager step does, and `why_not_fused` says which applies): PT-MoE tracks and
 MoE layers, dtypes other than float32, devices other than the CPU, packed layers set to
 PackedKernel.TORCH, and forwards of more than one token per row (prefill, fast-forwarded tokens) except
-`verify`: the few tokens of one sequence that speculative decoding scores in one pass.
+`verify` (the few tokens of one sequence that speculative decoding scores in one pass) and `rows` (a few tokens
+of each row of a batch: the engine's speculative step).
 """
 
 from __future__ import annotations
@@ -212,6 +213,32 @@ class FusedDecoder:
             finally:
                 cache.end(positions)
         return logits[None]
+
+    def can_step_rows(self, cache, t: int) -> bool:
+        """Whether `rows` can run t tokens per row on this cache: no ring wraps within the pass."""
+        for i in range(len(self.model.layers)):
+            storage = cache.layer_storage(i)
+            if storage is not None and storage[5] and cache.steps + t > storage[5]:
+                return False
+        return True
+
+    def rows(self, ids: torch.Tensor, cache, positions: torch.Tensor) -> torch.Tensor:
+        """ids [B, T], positions [B, T] (-1 on a row's padding): T tokens of each row in one pass, each seeing its
+        row's cache and the row's tokens before it (the engine's speculative step) -> logits [B, T, V]."""
+        b, t = ids.shape
+        if not self.can_step_rows(cache, t):
+            raise ValueError(f"the fused multi-token step cannot run {t} tokens per row at step {cache.steps}: a "
+                             f"sliding-window ring would wrap within the pass")
+        x = self.model.embed_tokens(ids).reshape(b * t, -1).float()                   # [B*T, D]
+        with self._lock:
+            self._bind(cache)
+            step = cache.steps
+            cache.begin(positions)
+            try:
+                logits = self.native.rows(x, positions.reshape(-1), step, t)           # [B*T, V]
+            finally:
+                cache.end(positions)
+        return logits.reshape(b, t, -1)
 
 
 _BUILT: weakref.WeakKeyDictionary[nn.Module, FusedDecoder] = weakref.WeakKeyDictionary()

@@ -192,7 +192,7 @@ void DecodeStep::rope(float* x, int64_t heads, const int64_t* pos, int64_t M, in
 }
 
 // Write the new token's K and V (rows of qkv after the H query heads) into the layer's slot.
-void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, bool seq) {
+void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, int64_t T) {
     LayerCache& c = caches_[index];
     const int64_t stride = (h_ + 2 * hkv_) * dh_, S = c.k.size(2);
     const bool int8 = c.k_scale.defined();
@@ -201,8 +201,8 @@ void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0
         for (int64_t m = 0; m < M; ++m) {
             for (int64_t hh = 0; hh < hkv_; ++hh) {
                 const float* src = qkv + m * stride + (h_ + which * hkv_ + hh) * dh_;
-                const int64_t step = seq ? t0 + m : t0, slot = c.ring ? step % c.ring : step;
-                const int64_t row = seq ? 0 : m;                // seq: M tokens of the cache's one row
+                const int64_t step = t0 + m % T, slot = c.ring ? step % c.ring : step;
+                const int64_t row = m / T;                      // token m is row m / T's (m % T)-th
                 const int64_t at = ((row * hkv_ + hh) * S + slot) * dh_;
                 if (!int8) {
                     std::copy(src, src + dh_, dst.data_ptr<float>() + at);
@@ -222,10 +222,10 @@ void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0
 
 // One query per row and head over the visible slots of the layer's K/V source.
 void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M,
-                        int64_t t0, bool seq, float* out) {
+                        int64_t t0, int64_t T, float* out) {
     const int64_t src = layer.owns_kv ? index : layer.kv_source;
     const LayerCache& c = caches_[src];
-    const int64_t S = c.k.size(2), last = seq ? t0 + M : t0 + 1;
+    const int64_t S = c.k.size(2), last = t0 + T;
     const int64_t most = c.ring ? std::min(last, c.ring) : last;
     const int64_t groups = h_ / hkv_, qstride = layer.owns_kv ? (h_ + 2 * hkv_) * dh_ : h_ * dh_;
     const bool int8 = c.k_scale.defined();
@@ -234,8 +234,8 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
     pool_.parallel_range(M * h_, 1, [&](int64_t j0, int64_t j1) {
         std::vector<float> p(most), kv(dh_);
         for (int64_t j = j0; j < j1; ++j) {
-            const int64_t m = j / h_, hh = j % h_, g = hh / groups, row = seq ? 0 : m;
-            const int64_t upto = seq ? t0 + m + 1 : t0 + 1;    // seq: token m sees the steps up to its own
+            const int64_t m = j / h_, hh = j % h_, g = hh / groups, row = m / T;
+            const int64_t upto = t0 + m % T + 1;               // a row's token sees the steps up to its own
             const int64_t visible = c.ring ? std::min(upto, c.ring) : upto;
             const float* qv = q + m * qstride + hh * dh_;
             const int64_t base = (row * hkv_ + g) * S;
@@ -278,16 +278,23 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
 }
 
 torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
-    return run(x_in, positions, t0, false);
+    return run(x_in, positions, t0, 1);
 }
 
 // M tokens of one sequence (a cache of one row) at steps t0..t0+M-1, each seeing the ones before it: the
 // target's scoring pass of speculative decoding. Rings must not wrap within the pass (the caller checks).
 torch::Tensor DecodeStep::verify(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
-    return run(x_in, positions, t0, true);
+    return run(x_in, positions, t0, x_in.size(0));
 }
 
-torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64_t t0, bool seq) {
+// T tokens of each of B rows at steps t0..t0+T-1 (rows that feed fewer pad with position -1): the engine's
+// speculative step over a batch. Rings must not wrap within the pass (the caller checks).
+torch::Tensor DecodeStep::rows(torch::Tensor x_in, torch::Tensor positions, int64_t t0, int64_t T) {
+    TORCH_CHECK(T >= 1 && x_in.size(0) % T == 0, "rows: x must hold B rows of T tokens each");
+    return run(x_in, positions, t0, T);
+}
+
+torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64_t t0, int64_t T) {
     TORCH_CHECK(x_in.dtype() == torch::kFloat32 && x_in.dim() == 2 && x_in.size(1) == dim_, "x must be float32 [B, D]");
     TORCH_CHECK(!caches_.empty(), "bind_cache before step");
     std::lock_guard<std::mutex> lock(busy_);
@@ -311,9 +318,9 @@ torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64
         if (l.k_norm.defined()) head_norm(a.data(), l.k_norm, h_, hkv_, M, stride);
         if (l.rope) rope(a.data(), l.owns_kv ? h_ + hkv_ : h_, qpos, M, stride);
         if (l.owns_kv) {
-            store_kv(i, a.data(), M, t0, seq);
+            store_kv(i, a.data(), M, t0, T);
         }
-        attend(l, i, a.data(), qpos, M, t0, seq, o.data());
+        attend(l, i, a.data(), qpos, M, t0, T, o.data());
         linear(l.attn_out, o.data(), M, y.data());
         for (int64_t j = 0; j < M * dim_; ++j) xp[j] += y[j];
         rms_norm(xp, l.ffn_norm, xn.data(), M);

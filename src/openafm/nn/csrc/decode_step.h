@@ -48,14 +48,17 @@ public:
     // x [M, D] M tokens of ONE sequence (the bound cache has one row), positions [M], steps step..step+M-1
     // -> logits [M, V]; each token attends to the cache and the tokens before it (speculative scoring).
     torch::Tensor verify(torch::Tensor x, torch::Tensor positions, int64_t step);
+    // x [B*T, D]: T tokens of each of B rows (row-major), positions [B*T], steps step..step+T-1 -> logits [B*T, V];
+    // each row's tokens attend to its cache and to its tokens before them (a batched speculative step).
+    torch::Tensor rows(torch::Tensor x, torch::Tensor positions, int64_t step, int64_t per_row);
     int64_t threads() const { return pool_.size(); }
 
 private:
     void linear(const Linear& l, const float* x, int64_t M, float* y);
-    torch::Tensor run(torch::Tensor x, torch::Tensor positions, int64_t step, bool seq);
+    torch::Tensor run(torch::Tensor x, torch::Tensor positions, int64_t step, int64_t per_row);
     void attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M, int64_t t0,
-                bool seq, float* out);
-    void store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, bool seq);
+                int64_t per_row, float* out);
+    void store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, int64_t per_row);
     void rms_norm(const float* x, const torch::Tensor& w, float* y, int64_t M) const;
     void head_norm(float* x, const torch::Tensor& w, int64_t first, int64_t heads, int64_t M, int64_t stride) const;
     void rope(float* x, int64_t heads, const int64_t* pos, int64_t M, int64_t stride) const;
