@@ -110,13 +110,16 @@ def main() -> None:
         fill = workload(engines, [encode(FILL)], args.new_tokens, args.rounds, tok, REPORT)
         log("free chat")
         chat = workload(engines, [encode(q) for q in PROMPTS], args.new_tokens, args.rounds, tok)
+        step_ms = {f"{n} rows x {t} slots": round(v * 1e3, 2)
+                   for (n, t), v in sorted(engines["ngram"].step_seconds().items())}
     finally:
         for e in engines.values():
             e.stop()
     figures = {"ngram_copy_speedup": copy["ratio"], "ngram_json_fill_speedup": fill["ratio"],
                "ngram_identical": copy["identical"] and fill["identical"] and chat["identical"],
                "adaptive_chat_ratio": chat["ratio"],
-               "ngram": {"copy": copy, "json_fill": fill, "chat": chat, "new_tokens": args.new_tokens,
+               "ngram": {"copy": copy, "json_fill": fill, "chat": chat, "step_ms": step_ms,
+                         "new_tokens": args.new_tokens,
                          "rounds": args.rounds, "load_at_start": round(load, 2),
                          "seconds": round(time.perf_counter() - t0), "threads": torch.get_num_threads(),
                          "command": "python benchmarks/speculative_ngram.py --json"}}

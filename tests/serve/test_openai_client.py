@@ -303,3 +303,76 @@ def test_exposure_without_a_key_is_named():
         Access(allow_origins=("app.example",))
     with pytest.raises(ValueError, match="non-empty"):
         Access(api_key=" k")
+
+
+def test_responses_api_text_and_usage_match_chat_completions(client):
+    r = client.responses.create(model=MODEL, input="Name three colours.", instructions="You are concise.",
+                                max_output_tokens=12, temperature=0)
+    chat = client.chat.completions.create(model=MODEL, max_tokens=12, temperature=0,
+                                          messages=[{"role": "system", "content": "You are concise."},
+                                                    {"role": "user", "content": "Name three colours."}])
+    assert r.object == "response" and r.output_text == chat.choices[0].message.content
+    assert r.usage.input_tokens == chat.usage.prompt_tokens and r.usage.output_tokens == chat.usage.completion_tokens
+    assert r.status == ("incomplete" if chat.choices[0].finish_reason == "length" else "completed")
+    assert r.instructions == "You are concise." and r.output[0].type == "message"
+
+
+def test_responses_api_schema_tools_and_previous_response(client):
+    r = client.responses.create(model=MODEL, input="Invent a person.", temperature=0, max_output_tokens=64,
+                                text={"format": {"type": "json_schema", "name": "person", "schema": PERSON,
+                                                 "strict": True}})
+    jsonschema.validate(json.loads(r.output_text), PERSON)
+    tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+              "parameters": t["function"]["parameters"]} for t in WEATHER]
+    first = client.responses.create(model=MODEL, input="What is the weather in Paris?", tools=tools,
+                                    tool_choice={"type": "function", "name": "get_weather"}, temperature=0,
+                                    max_output_tokens=64)
+    call = first.output[0]
+    assert call.type == "function_call" and call.name == "get_weather" and "city" in json.loads(call.arguments)
+    second = client.responses.create(model=MODEL, previous_response_id=first.id, tools=tools, tool_choice="none",
+                                     input=[{"type": "function_call_output", "call_id": call.call_id,
+                                             "output": "Sunny, 24 C"}], temperature=0, max_output_tokens=24)
+    assert second.previous_response_id == first.id and second.output[0].type == "message" and second.output_text
+    assert second.usage.input_tokens > first.usage.input_tokens      # the earlier turn and the result were sent
+
+
+def test_responses_api_stream_events_build_the_same_response(client):
+    kw = dict(model=MODEL, input="Tell me about the sea.", max_output_tokens=16, temperature=0)
+    with client.responses.stream(**kw) as stream:
+        events = list(stream)
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.incomplete"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    whole = client.responses.create(**kw)
+    assert deltas == events[-1].response.output_text == whole.output_text and whole.status == "incomplete"
+    answer = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+              "additionalProperties": False}
+    with client.responses.stream(model=MODEL, input="What is 2 + 2?", max_output_tokens=32, temperature=0,
+                                 text={"format": {"type": "json_schema", "name": "sum", "schema": answer}}) as stream:
+        final = stream.get_final_response()                    # the SDK finalizes on response.completed
+    assert final.status == "completed" and isinstance(json.loads(final.output_text)["answer"], int)
+
+
+@pytest.mark.parametrize("body,param,status", [
+    ({"input": "hi", "n": 2}, "n", 400),
+    ({"input": "hi", "previous_response_id": "resp_nope"}, "previous_response_id", 404),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content[0]",
+     400),
+    ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type", 400),
+    ({"input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "string",
+                                                                                      "format": "no-such"}}}},
+     "text.format.schema", 400),
+    ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens", 400),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type", 400),
+])
+def test_responses_api_bad_requests_name_their_field(server, body, param, status):
+    r = httpx.post(server[0] + "/v1/responses", json={"model": MODEL, **body}, timeout=60)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["param"] == param
+
+
+def test_responses_made_with_store_false_are_not_kept(client):
+    r = client.responses.create(model=MODEL, input="Hi", max_output_tokens=2, store=False)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model=MODEL, input="Again", previous_response_id=r.id, max_output_tokens=2)

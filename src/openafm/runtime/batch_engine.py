@@ -185,6 +185,10 @@ class BatchEngine:
     def running(self) -> int:
         return len(self.rows)
 
+    def step_seconds(self) -> dict[tuple[int, int], float]:
+        """The measured running average of a step's seconds by (rows, slots per row)."""
+        return self._costs.measured()
+
     # --- the loop --------------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:

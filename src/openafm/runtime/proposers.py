@@ -114,6 +114,9 @@ class StepCosts:
         old = self._seconds.get((n, t))
         self._seconds[(n, t)] = seconds if old is None else old + self.WEIGHT * (seconds - old)
 
+    def measured(self) -> dict[tuple[int, int], float]:
+        return dict(self._seconds)
+
     def estimate(self, n: int, t: int) -> float:
         """Seconds for a step of n rows and t slots (in arbitrary units while nothing for n is measured)."""
         if (n, t) in self._seconds:

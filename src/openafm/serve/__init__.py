@@ -5,6 +5,8 @@ Modules:
     protocol.py       the OpenAI request bodies read strictly into a Plan (every unsupported field is a 400 naming it)
     engine_front.py   the served models (and adapters), each with a runtime.batch_engine loop; the asyncio bridge
     responses.py      OpenAI response bodies and stream chunks from engine events (tool calls, log-probs, profile)
+    responses_api.py  the Responses API (POST /v1/responses) read as the chat request it amounts to; stored responses
+    response_items.py the Responses API's response object and its typed stream events
     metrics.py        Prometheus text for GET /metrics
     app.py            the FastAPI application: endpoints, server-sent events, errors
     access.py         who may call it: the API key (Bearer, constant-time) and the origins CORS admits

@@ -2,7 +2,9 @@
 
 POST /v1/chat/completions and /v1/completions read the body strictly (serve.protocol), run the choices as
 engine rows (serve.engine_front) and answer in OpenAI's shapes (serve.responses), streamed as server-sent
-events (`data: {chunk}` ... `data: [DONE]`) when asked. Errors are OpenAI error bodies: 400 naming the
+events (`data: {chunk}` ... `data: [DONE]`) when asked. POST /v1/responses (OpenAI's Responses API) is read as
+the chat request it amounts to (serve.responses_api) and answered as a response object or its typed events
+(serve.response_items). Errors are OpenAI error bodies: 400 naming the
 field, 404 for an unknown model, 413-free size check (a body over `max_body` bytes is a 400 naming the limit),
 429 with Retry-After when the queue is full, 500 if a request fails inside (the server itself goes on). A
 client that disconnects cancels its rows (checked between events, and by the stream's cancellation). With an API
@@ -23,7 +25,9 @@ from openafm.serve.access import Access, install
 from openafm.serve.engine_front import Served, events
 from openafm.serve.metrics import Metrics
 from openafm.serve.protocol import RequestError, chat_request, completion_request
+from openafm.serve.response_items import ResponseBuilder
 from openafm.serve.responses import Choice, chat_body, chunk, completion_body, new_id, usage
+from openafm.serve.responses_api import ResponseStore, responses_request
 
 MAX_BODY = 1 << 20          # bytes of one request body
 RETRY_AFTER = "1"           # seconds, on a 429
@@ -34,7 +38,8 @@ def create_app(served: Served, *, max_body: int = MAX_BODY, access: Access = Acc
     app = FastAPI(title="openafm", docs_url=None, redoc_url=None, openapi_url=None)
     install(app, access)
     metrics = Metrics()
-    app.state.served, app.state.metrics = served, metrics
+    store = ResponseStore()
+    app.state.served, app.state.metrics, app.state.responses = served, metrics, store
     static = resources.files("openafm.serve") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
@@ -65,6 +70,10 @@ def create_app(served: Served, *, max_body: int = MAX_BODY, access: Access = Acc
     async def completions(request: Request):
         return await _complete(request, "text", served, metrics, max_body)
 
+    @app.post("/v1/responses")
+    async def responses(request: Request):
+        return await _respond(request, served, metrics, max_body, store)
+
     return app
 
 
@@ -73,8 +82,7 @@ async def _complete(request: Request, kind: str, served: Served, metrics: Metric
     endpoint = "chat" if kind == "chat" else "completions"
     try:
         body = await _read_json(request, max_body)
-        name = body.get("model") if isinstance(body, dict) else None
-        model = served.get(name) if isinstance(name, str) else served.default
+        model = _model(served, body)
         read = chat_request if kind == "chat" else completion_request
         plan = read(body, tokenizer=model.tokenizer, model=model.name, context=served.config.max_context)
         stream = events(model.engine, plan)
@@ -83,21 +91,65 @@ async def _complete(request: Request, kind: str, served: Served, metrics: Metric
             metrics.request(endpoint, 200)
             return StreamingResponse(_sse(request, plan, model, stream, first, metrics),
                                      media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-        result = await _collect(request, plan, model, stream, metrics)
-    except RequestError as e:
-        metrics.request(endpoint, e.status)
-        headers = {"Retry-After": RETRY_AFTER} if e.status == 429 else None
-        return JSONResponse(e.body(), status_code=e.status, headers=headers)
-    except Exception as e:                                            # noqa: BLE001
-        metrics.request(endpoint, 500)
-        return JSONResponse(RequestError(f"internal error: {type(e).__name__}: {e}", None, status=500,
-                                         kind="server_error").body(), status_code=500)
+        choices = await _gather(request, plan, model, stream, metrics)
+        if choices is None:
+            result = JSONResponse({}, status_code=499)
+        else:
+            build = chat_body if plan.kind == "chat" else completion_body
+            rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
+            result = JSONResponse(build(rid, plan, choices, model.engine))
+    except Exception as e:                                            # noqa: BLE001 - answered as an error body
+        return _failure(e, endpoint, metrics)
     metrics.request(endpoint, result.status_code)
     return result
 
 
-async def _collect(request: Request, plan, model, stream, metrics: Metrics) -> JSONResponse:
-    """A non-streaming answer: every choice's events gathered; a client gone meanwhile cancels its rows (499)."""
+async def _respond(request: Request, served: Served, metrics: Metrics, max_body: int, store: ResponseStore):
+    """One Responses API request: the response object, or its stream of typed events (serve.response_items)."""
+    try:
+        body = await _read_json(request, max_body)
+        model = _model(served, body)
+        req = responses_request(body, store, tokenizer=model.tokenizer, model=model.name,
+                                context=served.config.max_context)
+        builder = ResponseBuilder(req, model.name)
+        stream = events(model.engine, req.plan)
+        if req.plan.stream:
+            first = await stream.__anext__()
+            metrics.request("responses", 200)
+            return StreamingResponse(_response_events(request, req, builder, model, stream, first, metrics, store),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        choices = await _gather(request, req.plan, model, stream, metrics)
+        if choices is None:
+            result = JSONResponse({}, status_code=499)
+        else:
+            if req.store:
+                store.put(builder.id, builder.conversation(choices[0]))
+            result = JSONResponse(builder.body(choices[0], builder.status(choices[0])))
+    except Exception as e:                                            # noqa: BLE001 - answered as an error body
+        return _failure(e, "responses", metrics)
+    metrics.request("responses", result.status_code)
+    return result
+
+
+def _model(served: Served, body):
+    name = body.get("model") if isinstance(body, dict) else None
+    return served.get(name) if isinstance(name, str) else served.default
+
+
+def _failure(e: Exception, endpoint: str, metrics: Metrics) -> JSONResponse:
+    """A RequestError as its status and OpenAI error body; anything else as a 500 for this request only."""
+    if isinstance(e, RequestError):
+        metrics.request(endpoint, e.status)
+        headers = {"Retry-After": RETRY_AFTER} if e.status == 429 else None
+        return JSONResponse(e.body(), status_code=e.status, headers=headers)
+    metrics.request(endpoint, 500)
+    return JSONResponse(RequestError(f"internal error: {type(e).__name__}: {e}", None, status=500,
+                                     kind="server_error").body(), status_code=500)
+
+
+async def _gather(request: Request, plan, model, stream, metrics: Metrics) -> list[Choice] | None:
+    """A non-streaming answer: every choice's events gathered; None if the client left meanwhile (its rows are
+    cancelled)."""
     choices = [Choice(i, plan, model.tokenizer) for i in range(plan.n)]
     last: dict[int, float] = {}
     checked = time.monotonic()
@@ -105,8 +157,8 @@ async def _collect(request: Request, plan, model, stream, metrics: Metrics) -> J
         async for item in stream:
             if item is None or time.monotonic() - checked > DISCONNECT_CHECK:
                 checked = time.monotonic()
-                if await request.is_disconnected():         # the client left: its rows are cancelled
-                    return JSONResponse({}, status_code=499)
+                if await request.is_disconnected():
+                    return None
             if item is None:
                 continue
             i, e = item
@@ -117,9 +169,42 @@ async def _collect(request: Request, plan, model, stream, metrics: Metrics) -> J
     failed = [c for c in choices if c.failed()]
     if failed:
         raise RuntimeError(failed[0].error or failed[0].finish)
-    build = chat_body if plan.kind == "chat" else completion_body
-    rid = new_id("chatcmpl" if plan.kind == "chat" else "cmpl")
-    return JSONResponse(build(rid, plan, choices, model.engine))
+    return choices
+
+
+async def _response_events(request: Request, req, builder: ResponseBuilder, model, stream, first, metrics: Metrics,
+                           store: ResponseStore):
+    """A streamed response: the opening events, a delta per newly visible text, the closing events."""
+    choice = Choice(0, req.plan, model.tokenizer)
+    last: dict[int, float] = {}
+    for line in builder.opening():
+        yield line
+    try:
+        item = first
+        while True:
+            if item is None:
+                if await request.is_disconnected():
+                    return
+            else:
+                _observe(metrics, last, 0, item[1])
+                choice.add(item[1])
+                if choice.failed():
+                    if choice.finish == "error":
+                        yield builder.failure(f"generation failed: {choice.error}")
+                    return
+                for line in builder.text_delta(choice.delta_text()):
+                    yield line
+                if item[1].finish is not None:
+                    if req.store:
+                        store.put(builder.id, builder.conversation(choice))
+                    for line in builder.closing(choice):
+                        yield line
+            try:
+                item = await stream.__anext__()
+            except StopAsyncIteration:
+                break
+    finally:
+        await stream.aclose()
 
 
 async def _sse(request: Request, plan, model, stream, first, metrics: Metrics):

@@ -91,7 +91,7 @@ class Plan:
     structured: bool = False
 
 
-def _need(cond: bool, message: str, param: str) -> None:
+def need(cond: bool, message: str, param: str) -> None:
     if not cond:
         raise RequestError(message, param)
 
@@ -100,7 +100,7 @@ def _int(body: dict, name: str, lo: int, hi: int | None = None) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    _need(isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi),
+    need(isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi),
           f"{name}={value!r} is invalid: use an integer {f'in [{lo}, {hi}]' if hi is not None else f'>= {lo}'}",
           name)
     return value
@@ -111,18 +111,18 @@ def _number(body: dict, name: str, lo: float, hi: float, *, open_low: bool = Fal
     if value is None:
         return None
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value > lo if open_low else value >= lo)
-    _need(ok and value <= hi, f"{name}={value!r} is invalid: use a number in {'(' if open_low else '['}{lo}, {hi}]",
+    need(ok and value <= hi, f"{name}={value!r} is invalid: use a number in {'(' if open_low else '['}{lo}, {hi}]",
           name)
     return float(value)
 
 
-def _check_fields(body: Any, allowed: set[str]) -> None:
-    _need(isinstance(body, dict), "the request body must be a JSON object", None)
+def check_fields(body: Any, allowed: set[str]) -> None:
+    need(isinstance(body, dict), "the request body must be a JSON object", None)
     for name, value in body.items():
         if name in allowed:
             continue
         if name in DEFAULT_ONLY:
-            _need(value == DEFAULT_ONLY[name] or value is None,
+            need(value == DEFAULT_ONLY[name] or value is None,
                   f"{name}={value!r} is not supported by this server (only {DEFAULT_ONLY[name]!r})", name)
             continue
         raise RequestError(f"{name} is not supported by this server", name, code="unsupported_parameter")
@@ -146,30 +146,30 @@ def _stop(body: dict) -> tuple[str, ...]:
     if stop is None:
         return ()
     stops = [stop] if isinstance(stop, str) else stop
-    _need(isinstance(stops, list) and 0 < len(stops) <= MAX_STOPS and all(isinstance(s, str) and s for s in stops),
+    need(isinstance(stops, list) and 0 < len(stops) <= MAX_STOPS and all(isinstance(s, str) and s for s in stops),
           f"stop={stop!r} is invalid: use a non-empty string or a list of 1 to {MAX_STOPS} of them", "stop")
     return tuple(stops)
 
 
 def _stream_options(body: dict) -> tuple[bool, bool]:
     stream = body.get("stream", False)
-    _need(isinstance(stream, bool) or stream is None, f"stream={stream!r} is invalid: use true or false", "stream")
+    need(isinstance(stream, bool) or stream is None, f"stream={stream!r} is invalid: use true or false", "stream")
     options = body.get("stream_options")
     if options is None:
         return bool(stream), False
-    _need(bool(stream), "stream_options is only allowed with stream: true", "stream_options")
-    _need(isinstance(options, dict), "stream_options must be an object", "stream_options")
+    need(bool(stream), "stream_options is only allowed with stream: true", "stream_options")
+    need(isinstance(options, dict), "stream_options must be an object", "stream_options")
     for key in options:
-        _need(key == "include_usage", f"stream_options.{key} is not supported by this server",
+        need(key == "include_usage", f"stream_options.{key} is not supported by this server",
               f"stream_options.{key}")
     usage = options.get("include_usage", False)
-    _need(isinstance(usage, bool), "stream_options.include_usage must be true or false", "stream_options.include_usage")
+    need(isinstance(usage, bool), "stream_options.include_usage must be true or false", "stream_options.include_usage")
     return True, usage
 
 
 def _common(body: dict, model: str, context: int, prompt: list[int], max_tokens: int | None) -> tuple[int, int]:
     name = body.get("model")
-    _need(isinstance(name, str) and bool(name), "model is required: a model name from GET /v1/models", "model")
+    need(isinstance(name, str) and bool(name), "model is required: a model name from GET /v1/models", "model")
     n = _int(body, "n", 1, MAX_N) or 1
     room = context - len(prompt)
     if room < 1:
@@ -187,14 +187,14 @@ def _common(body: dict, model: str, context: int, prompt: list[int], max_tokens:
 
 def _profile(body: dict) -> bool:
     value = body.get("openafm_profile", False)
-    _need(isinstance(value, bool), "openafm_profile must be true or false", "openafm_profile")
+    need(isinstance(value, bool), "openafm_profile must be true or false", "openafm_profile")
     return value
 
 
 # ---- chat ---------------------------------------------------------------------------------------------------
 
 def chat_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
-    _check_fields(body, CHAT_FIELDS)
+    check_fields(body, CHAT_FIELDS)
     messages = _messages(body.get("messages"))
     tools = _tools(body.get("tools"))
     choice = _tool_choice(body.get("tool_choice"), tools)
@@ -217,10 +217,10 @@ def chat_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
         max_tokens = _int(body, "max_tokens", 1)
     n, max_tokens = _common(body, model, context, prompt, max_tokens)
     logprobs = body.get("logprobs", False)
-    _need(isinstance(logprobs, bool) or logprobs is None, f"logprobs={logprobs!r} is invalid: use true or false",
+    need(isinstance(logprobs, bool) or logprobs is None, f"logprobs={logprobs!r} is invalid: use true or false",
           "logprobs")
     top = _int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
-    _need(top is None or bool(logprobs), "top_logprobs needs logprobs: true", "top_logprobs")
+    need(top is None or bool(logprobs), "top_logprobs needs logprobs: true", "top_logprobs")
     stream, usage = _stream_options(body)
     constraint = _constraint_factory(tokenizer, schema, tools, choice, max_tokens)
     return Plan("chat", body["model"], prompt, text, n, max_tokens, _sampling(body, n), _stop(body), constraint,
@@ -233,30 +233,30 @@ def _content(value: Any, where: str) -> str:
         return ""
     if isinstance(value, str):
         return value
-    _need(isinstance(value, list), f"{where} must be a string or a list of content parts", where)
+    need(isinstance(value, list), f"{where} must be a string or a list of content parts", where)
     texts = []
     for j, part in enumerate(value):
-        _need(isinstance(part, dict), f"{where}[{j}] must be an object", f"{where}[{j}]")
+        need(isinstance(part, dict), f"{where}[{j}] must be an object", f"{where}[{j}]")
         kind = part.get("type")
         if kind in ("image_url", "input_image", "image"):
             raise RequestError("image input is not supported by this server yet (text content parts only)",
                                f"{where}[{j}]", code="unsupported_content")
-        _need(kind == "text" and isinstance(part.get("text"), str),
+        need(kind == "text" and isinstance(part.get("text"), str),
               f"{where}[{j}] of type {kind!r} is not supported: use {{'type': 'text', 'text': ...}}", f"{where}[{j}]")
         texts.append(part["text"])
     return "\n".join(texts)
 
 
 def _messages(value: Any) -> list[dict]:
-    _need(isinstance(value, list) and len(value) > 0, "messages must be a non-empty list", "messages")
+    need(isinstance(value, list) and len(value) > 0, "messages must be a non-empty list", "messages")
     out = []
     for i, m in enumerate(value):
         where = f"messages[{i}]"
-        _need(isinstance(m, dict), f"{where} must be an object", where)
+        need(isinstance(m, dict), f"{where} must be an object", where)
         role = m.get("role")
-        _need(role in ROLES, f"{where}.role={role!r} is not one of {sorted(ROLES)}", f"{where}.role")
+        need(role in ROLES, f"{where}.role={role!r} is not one of {sorted(ROLES)}", f"{where}.role")
         for key in m:
-            _need(key in ("role", "content", "name", "tool_calls", "tool_call_id", "refusal"),
+            need(key in ("role", "content", "name", "tool_calls", "tool_call_id", "refusal"),
                   f"{where}.{key} is not supported by this server", f"{where}.{key}")
         content = _content(m.get("content"), f"{where}.content")
         if role == "assistant" and m.get("tool_calls"):
@@ -270,7 +270,7 @@ def _messages(value: Any) -> list[dict]:
                                        f"function.arguments", f"{where}.tool_calls[{j}]") from None
             content = CALL_OPEN + json.dumps(calls, separators=(", ", ": ")) + CALL_CLOSE
         elif role != "assistant":
-            _need(isinstance(m.get("content"), (str, list)), f"{where}.content is required", f"{where}.content")
+            need(isinstance(m.get("content"), (str, list)), f"{where}.content is required", f"{where}.content")
         out.append({"role": "system" if role == "developer" else role, "content": content})
     return out
 
@@ -278,15 +278,15 @@ def _messages(value: Any) -> list[dict]:
 def _tools(value: Any) -> list[Tool]:
     if value is None:
         return []
-    _need(isinstance(value, list) and len(value) > 0, "tools must be a non-empty list", "tools")
+    need(isinstance(value, list) and len(value) > 0, "tools must be a non-empty list", "tools")
     tools, names = [], set()
     for i, t in enumerate(value):
         where = f"tools[{i}]"
-        _need(isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict),
+        need(isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("function"), dict),
               f"{where} must be {{'type': 'function', 'function': {{...}}}}", where)
         fn = t["function"]
         name = fn.get("name")
-        _need(isinstance(name, str) and bool(name) and name not in names,
+        need(isinstance(name, str) and bool(name) and name not in names,
               f"{where}.function.name={name!r} must be a unique non-empty string", f"{where}.function.name")
         names.add(name)
         params = fn.get("parameters", {"type": "object", "properties": {}})
@@ -301,11 +301,11 @@ def _tools(value: Any) -> list[Tool]:
 def _tool_choice(value: Any, tools: list[Tool]) -> str:
     if value is None:
         return "auto" if tools else "none"
-    _need(bool(tools), "tool_choice needs tools", "tool_choice")
+    need(bool(tools), "tool_choice needs tools", "tool_choice")
     if value in ("auto", "none", "required"):
         return value
     name = value.get("function", {}).get("name") if isinstance(value, dict) else None
-    _need(isinstance(value, dict) and value.get("type") == "function" and name in {t.name for t in tools},
+    need(isinstance(value, dict) and value.get("type") == "function" and name in {t.name for t in tools},
           f"tool_choice={value!r} must be 'auto', 'none', 'required' or {{'type': 'function', 'function': "
           f"{{'name': <one of the tools>}}}}", "tool_choice")
     return "function:" + name
@@ -319,13 +319,13 @@ def _response_format(value: Any) -> tuple[dict | None, bool]:
         return None, False
     if kind == "json_object":
         return {"type": "object"}, True
-    _need(kind == "json_schema", f"response_format.type={kind!r} must be 'text', 'json_object' or 'json_schema'",
+    need(kind == "json_schema", f"response_format.type={kind!r} must be 'text', 'json_object' or 'json_schema'",
           "response_format.type")
     spec = value.get("json_schema")
-    _need(isinstance(spec, dict) and isinstance(spec.get("schema"), dict),
+    need(isinstance(spec, dict) and isinstance(spec.get("schema"), dict),
           "response_format.json_schema.schema must be a JSON Schema object", "response_format.json_schema.schema")
     strict = spec.get("strict")
-    _need(strict is None or isinstance(strict, bool), "response_format.json_schema.strict must be true or false",
+    need(strict is None or isinstance(strict, bool), "response_format.json_schema.strict must be true or false",
           "response_format.json_schema.strict")
     try:
         schema = GenerationSchema.from_json_schema(spec["schema"]).to_json_schema()
@@ -351,9 +351,9 @@ def _constraint_factory(tokenizer, schema: dict | None, tools: list[Tool], choic
 # ---- completions ---------------------------------------------------------------------------------------------
 
 def completion_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
-    _check_fields(body, COMPLETION_FIELDS)
+    check_fields(body, COMPLETION_FIELDS)
     prompt = body.get("prompt")
-    _need(isinstance(prompt, str) and bool(prompt),
+    need(isinstance(prompt, str) and bool(prompt),
           "prompt must be a non-empty string (lists of prompts and token ids are not supported by this server)",
           "prompt")
     ids = tokenizer.encode(prompt)
