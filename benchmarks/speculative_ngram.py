@@ -1,7 +1,7 @@
 """Speculation inside the engine step on the default model: n-gram prompt lookup vs plain decoding, one request at a
 time (what `openafm serve --speculate ngram` does at concurrency 1), greedy, outputs compared token for token.
 
-    python benchmarks/speculative_ngram.py --json        # ~6 min on 2 cores; merges into docs/results/speculative.json
+    python benchmarks/speculative_ngram.py --json        # ~2 min on 2 cores; merges into docs/results/speculative.json
 
 Workloads: copy-heavy prompts (repeat, quote, correct, fill a JSON object from given text under its schema) where
 the output copies from the prompt, and free chat (the draft benchmark's prompts) where it does not — there the
@@ -94,7 +94,7 @@ def workload(engines: dict, prompts: list[list[int]], new: int, rounds: int, tok
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--new-tokens", type=int, default=96)
     args = p.parse_args()
     lm = openafm.load()

@@ -10,10 +10,13 @@ import pytest
 from engine_events import Collector
 
 import openafm
+from openafm.models.build import build_model
+from openafm.models.presets import get_preset
 from openafm.runtime.batch_engine import BatchEngine, EngineConfig, RowRequest
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.proposers import Acceptance, NgramConfig, NgramProposer, ProposerKind, StepCosts
 from openafm.runtime.sampling import SamplingParams
+from tiny import TINY_PRESETS, make_tiny
 
 PASSAGE = ("The lighthouse keeper climbed the spiral stairs at dusk, lit the great lamp, and wrote in his log: "
            "wind from the north-east, sea rough, two ships passed before midnight, all well.")
@@ -114,3 +117,24 @@ def test_acceptance_and_step_costs_decide_like_the_arithmetic():
     assert costs.estimate(4, 3) == pytest.approx(0.030)
     costs.observe(4, 3, 0.020)
     assert costs.estimate(4, 3) == pytest.approx(0.030 + 0.2 * (0.020 - 0.030))
+
+
+@pytest.mark.parametrize("name", TINY_PRESETS + ["afm-server-tiny"])
+def test_tiny_families_decode_the_same_tokens_with_guesses(name, tokenizer):
+    """Dense, KV-sharing, sliding-window (held whole, masked) and PT-MoE (eager) decoders: two rows, one on a
+    repeating prompt the n-gram proposer matches, give the same greedy tokens with and without guesses."""
+    model = make_tiny(name) if name in TINY_PRESETS else build_model(get_preset(name)).eval()
+    prompts = [[5, 6, 7, 8, 9] * 6 + [5, 6], [11, 12, 13, 14, 11, 12]]
+    outs = {}
+    for kind in (ProposerKind.OFF, ProposerKind.NGRAM):
+        engine = BatchEngine(model, tokenizer, EngineConfig(max_batch=2, max_context=256, initial_capacity=32,
+                                                            speculate=kind)).start()
+        try:
+            rows = [Collector() for _ in prompts]
+            for p, out in zip(prompts, rows):
+                engine.submit(RowRequest(p, 48, out))
+            outs[kind] = [r.wait() for r in rows]
+        finally:
+            engine.stop()
+    assert [r.tokens for r in outs[ProposerKind.NGRAM]] == [r.tokens for r in outs[ProposerKind.OFF]]
+    assert sum(r.events[-1].proposed for r in outs[ProposerKind.NGRAM]) > 0
