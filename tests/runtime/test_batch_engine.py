@@ -131,3 +131,27 @@ def test_a_full_queue_refuses(lm):
     engine.submit(RowRequest(prompt, 4, Collector()))
     with pytest.raises(EngineBusy, match="max_queue=2"):
         engine.submit(RowRequest(prompt, 4, Collector()))
+
+
+def test_a_long_prompt_joins_in_chunks_between_the_running_rows_steps(lm):
+    """A joining prompt prefills one chunk per loop turn: the running row keeps decoding meanwhile (a token per
+    chunk), and the chunked prefill gives the tokens the whole prefill gives."""
+    tok = lm.tokenizer
+    long = tok.encode(lm.chat_prompt("Summarise this: " + " ".join(["the sea was calm and the sky was clear"] * 50)))
+    short = tok.encode(lm.chat_prompt("Count from one to fifty."))
+    order: list[str] = []
+    engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=2, prefill_chunk=64)).start()
+    try:
+        running, joining = Collector(), Collector()
+        engine.submit(RowRequest(short, 120, lambda e: (order.append("running"), running(e))))
+        while len(running.events) < 3:
+            running.done.wait(0.01)
+        order.append("submitted")
+        engine.submit(RowRequest(long, 8, lambda e: (order.append("joining"), joining(e))))
+        joining.wait(), running.wait()
+    finally:
+        engine.stop()
+    between = order[order.index("submitted"):order.index("joining")].count("running")
+    chunks = -(-len(long) // 64)
+    assert len(long) > 400 and between >= chunks - 2, (between, chunks)
+    assert joining.events[0].prefill_seconds > 0 and joining.tokens == alone(lm, long, 8)

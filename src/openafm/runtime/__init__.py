@@ -14,6 +14,7 @@
     draft.py           DraftModel: a small decoder over the target's embedding with a frequent-token head
     threads.py         CPU threads: `--threads`, idle OpenMP workers sleeping (OMP_WAIT_POLICY), the timing line
     row_cache.py       a KV cache whose rows join and leave at different times (right-aligned, positions per row)
+    request.py         RowRequest and RowEvent: what a caller submits to the engine and what it hears back
     batch_engine.py    continuous batching: one engine loop, requests join and leave the running batch per step
     prefix_cache.py    recent prompts' K/V, so a prompt sharing a prefix prefills only the rest
     proposers.py       guesses of a row's next tokens (n-gram prompt lookup) that an engine step verifies

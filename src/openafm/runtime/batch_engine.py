@@ -4,10 +4,11 @@ requests join the batch at the next step and finished ones leave at once.
 Each request is a `RowRequest` (prompt ids, its own sampling parameters, stop strings, grammar constraint,
 log-prob count, a CancelToken and an `on_event` callback called from the engine thread). A loop turn:
 
-1. admit waiting requests while rows are free: each prompt is prefilled alone (a single-row KVCache, in
-   chunks), reusing the K/V of the longest prompt prefix seen recently (the prefix cache: a shared system
-   prompt is prefilled once, later requests prefill only what follows it), then spliced into the
-   `RowCache`, and its first token is chosen;
+1. admit waiting requests while rows are free: each prompt is prefilled alone into a single-row KVCache,
+   reusing the K/V of the longest prompt prefix seen recently (the prefix cache: a shared system prompt is
+   prefilled once, later requests prefill only what follows it). One chunk (`prefill_chunk` tokens) of the first
+   joining prompt runs per loop turn, between decode steps, so a long prompt does not stall the running rows;
+   after its last chunk it is spliced into the `RowCache` and its first token is chosen;
 2. one decode step over rows [0, n) (the fused C++ step where the model allows it, runs with one position
    per row);
 3. per row: the grammar mask (timed), sampling with the row's own generator, log-probs, EOS / stop / length
@@ -38,19 +39,16 @@ import torch
 
 from openafm.errors import ContextWindowExceededError, OpenAFMError
 from openafm.models.decoder import Logits
-from openafm.runtime.cancel import CancelToken
 from openafm.runtime.fused_step import StepKind, choose_step
 from openafm.runtime.generate import PREFILL_CHUNK, FinishReason
+from openafm.runtime.kv_cache import KVCache
 from openafm.runtime.prefix_cache import PrefixCache
+from openafm.runtime.request import CANCELLED, ERROR, RowEvent, RowRequest
 from openafm.runtime.proposers import Acceptance, NgramConfig, NgramProposer, ProposerKind, StepCosts
 from openafm.runtime.row_cache import RowCache
-from openafm.runtime.sampling import Sampler, SamplingParams
+from openafm.runtime.sampling import Sampler
 from openafm.runtime.stops import StopMatcher
 from openafm.tokenizer.stream import StreamDecoder
-
-CANCELLED = "cancelled"     # a finish reason of the engine only: the request's CancelToken was cancelled
-ERROR = "error"             # the row failed (its grammar reached a dead end, ...): `RowEvent.error` says why
-
 
 class EngineBusy(OpenAFMError):
     """The engine's queue is full (`max_queue` requests waiting)."""
@@ -64,6 +62,7 @@ class EngineConfig:
     initial_capacity: int = 256      # row-cache slots to start with (grows by doubling up to max_context)
     prefix_cache: int = 8            # prompts whose K/V are kept for prefix reuse (0: off)
     min_prefix: int = 8              # shortest prefix worth reusing
+    prefill_chunk: int = PREFILL_CHUNK   # prompt tokens a joining request prefills per loop turn (between steps)
     step: StepKind = StepKind.AUTO   # how steps run (multi-slot speculative steps too, where no ring wraps)
     speculate: ProposerKind = ProposerKind.OFF     # the default of requests that do not choose
     ngram: NgramConfig = NgramConfig()
@@ -71,47 +70,12 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.speculate, ProposerKind):
             raise ValueError(f"speculate={self.speculate!r} is not one of {[k.value for k in ProposerKind]}")
-        for name in ("max_batch", "max_queue", "max_context", "initial_capacity", "min_prefix"):
+        for name in ("max_batch", "max_queue", "max_context", "initial_capacity", "min_prefix", "prefill_chunk"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} is invalid: use an integer >= 1")
         if isinstance(self.prefix_cache, bool) or not isinstance(self.prefix_cache, int) or self.prefix_cache < 0:
             raise ValueError(f"prefix_cache={self.prefix_cache!r} is invalid: use an integer >= 0 (0 = off)")
-
-
-@dataclasses.dataclass
-class RowEvent:
-    """One token of one request (or its end): what streams to the client, and what the profiler shows."""
-    token_id: int                  # -1 on an end event with no token
-    text: str                      # newly visible text ('' while text is held back for a stop string)
-    forced: bool = False           # the grammar forced it (not sampled)
-    logprob: float | None = None   # of the chosen token, under the distribution sampled from
-    top_logprobs: list[tuple[int, float]] | None = None
-    mask_seconds: float = 0.0      # time computing the grammar mask for this token
-    at: float = 0.0                # seconds since the request was submitted
-    finish: str | None = None      # set on the last event: eos / stop / length / complete / cancelled / error
-    error: str | None = None
-    prompt_tokens: int = 0         # set on the first event
-    cached_tokens: int = 0         # prompt tokens reused from the prefix cache (first event)
-    prefill_seconds: float = 0.0   # first event
-    kv_bytes: int = 0              # K/V bytes this request's tokens hold
-    guessed: bool = False          # the token was a proposer's guess, verified in the step that fed it
-    proposed: int = 0              # last event: guesses of this request the engine verified ...
-    accepted: int = 0              # ... and of them, accepted
-
-
-@dataclasses.dataclass
-class RowRequest:
-    prompt: list[int]
-    max_new_tokens: int
-    on_event: Callable[[RowEvent], None]
-    sampling: SamplingParams = SamplingParams()
-    stop: tuple[str, ...] = ()
-    constraint: object | None = None          # runtime.constrained.GrammarConstraint (or a steered one)
-    logprobs: int | None = None               # None: no log-probs; k >= 0: the chosen token's and the top k
-    cancel: CancelToken = dataclasses.field(default_factory=CancelToken)
-    speculate: ProposerKind | None = None      # None: the engine's `EngineConfig.speculate`
-    submitted: float = dataclasses.field(default_factory=time.perf_counter)
 
 
 @dataclasses.dataclass
@@ -130,6 +94,16 @@ class _Row:
     acceptance: Acceptance = dataclasses.field(default_factory=Acceptance)
 
 
+@dataclasses.dataclass
+class _Prefill:
+    """A request joining: its prompt goes into its own single-row cache one chunk per loop turn."""
+    req: RowRequest
+    cache: KVCache
+    cached: int                     # prompt tokens the prefix cache supplied
+    done: int                       # prompt tokens in the cache so far
+    seconds: float = 0.0            # spent prefilling (the chunks only)
+
+
 class BatchEngine:
     """The engine loop over one model; `start()` runs it in a daemon thread, `submit()` queues a request."""
 
@@ -143,6 +117,7 @@ class BatchEngine:
                               device=model.norm.weight.device)
         self.rows: list[_Row] = []                     # live rows; rows[i] is cache row i
         self.queue: collections.deque[RowRequest] = collections.deque()
+        self.joining: collections.deque[_Prefill] = collections.deque()     # admitted, prefilling
         self.prefixes = PrefixCache(model.kv_plan, size=config.prefix_cache, min_prefix=config.min_prefix,
                                     dtype=self.cache.dtype, device=self.cache.device)
         self._cv = threading.Condition()
@@ -179,7 +154,8 @@ class BatchEngine:
 
     @property
     def waiting(self) -> int:
-        return len(self.queue)
+        """Requests not yet decoding: queued, or prefilling their prompt."""
+        return len(self.queue) + len(self.joining)
 
     @property
     def running(self) -> int:
@@ -193,17 +169,19 @@ class BatchEngine:
     def _loop(self) -> None:
         while True:
             with self._cv:
-                while not self._stop and not self.queue and not self.rows:
+                while not self._stop and not self.queue and not self.rows and not self.joining:
                     self._cv.wait()
                 if self._stop:
                     break
                 admit = []
-                while self.queue and len(self.rows) + len(admit) < self.config.max_batch:
+                while self.queue and len(self.rows) + len(self.joining) + len(admit) < self.config.max_batch:
                     admit.append(self.queue.popleft())
             try:
                 for req in admit:
                     self._admit(req)
                 self._drop_cancelled()
+                if self.joining:
+                    self._prefill_chunk()
                 if self.rows:
                     self._step()
             except Exception as e:                 # noqa: BLE001 - the live rows fail; the engine goes on
@@ -213,30 +191,45 @@ class BatchEngine:
                 self._drop_finished()
 
     def _admit(self, req: RowRequest) -> None:
+        """Start a request's prefill from the longest prefix the prefix cache holds."""
         if req.cancel.cancelled:
             self._end_alone(req, CANCELLED)
             return
         try:
-            start = time.perf_counter()
             cache, cached = self.prefixes.start(req.prompt)
-            with torch.inference_mode():
-                new = req.prompt[cached:]
-                ids = torch.tensor([new], device=self.cache.device)
-                for s in range(0, len(new), PREFILL_CHUNK):
-                    logits = self.model(ids[:, s:s + PREFILL_CHUNK], cache=cache, logits=Logits.LAST)[:, -1]
-            self.prefixes.remember(req.prompt, cache)
-            prefill = time.perf_counter() - start
         except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
             self._end_alone(req, ERROR, error=f"{type(e).__name__}: {e}")
             return
-        r = len(self.rows)
-        self.cache.splice(r, cache, len(req.prompt))
+        self.joining.append(_Prefill(req, cache, cached, done=cached))
+
+    def _prefill_chunk(self) -> None:
+        """One chunk of the first joining prompt (so a long prompt does not stall the running rows); a prompt
+        whose last chunk ran joins the batch with its first token."""
+        p = self.joining[0]
+        try:
+            start = time.perf_counter()
+            new = p.req.prompt[p.done:p.done + self.config.prefill_chunk]
+            with torch.inference_mode():
+                ids = torch.tensor([new], device=self.cache.device)
+                logits = self.model(ids, cache=p.cache, logits=Logits.LAST)[:, -1]                  # [1, V]
+            p.done += len(new)
+            p.seconds += time.perf_counter() - start
+            if p.done < len(p.req.prompt):
+                return
+            self.joining.popleft()
+            self.prefixes.remember(p.req.prompt, p.cache)
+        except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
+            self.joining.popleft()
+            self._end_alone(p.req, ERROR, error=f"{type(e).__name__}: {e}")
+            return
+        req, r = p.req, len(self.rows)
+        self.cache.splice(r, p.cache, len(req.prompt))
         row = _Row(req, Sampler(req.sampling, self.cache.device), StreamDecoder(self.tokenizer),
                    StopMatcher(list(req.stop)), position=len(req.prompt))
         if (req.speculate or self.config.speculate) is ProposerKind.NGRAM:
             row.proposer = NgramProposer(req.prompt, self.config.ngram)
         self.rows.append(row)
-        first = RowEvent(-1, "", prompt_tokens=len(req.prompt), cached_tokens=cached, prefill_seconds=prefill)
+        first = RowEvent(-1, "", prompt_tokens=len(req.prompt), cached_tokens=p.cached, prefill_seconds=p.seconds)
         self._choose(r, row, logits[0], first)
 
     def _step(self) -> None:
@@ -389,6 +382,9 @@ class BatchEngine:
             if row.req.cancel.cancelled and row.next_token != -2:
                 self._emit(row, RowEvent(-1, "", finish=CANCELLED))
         self._drop_finished()
+        for p in [p for p in self.joining if p.req.cancel.cancelled]:
+            self.joining.remove(p)
+            self._end_alone(p.req, CANCELLED)
 
     def _remove(self, gone: Callable[[_Row], bool]) -> None:
         r = 0
