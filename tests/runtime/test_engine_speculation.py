@@ -32,7 +32,7 @@ def run(lm, requests: list[tuple[list[int], int, dict]], config: EngineConfig) -
     engine = BatchEngine(lm.model, lm.tokenizer, config).start()
     try:
         outs = [Collector() for _ in requests]
-        for (prompt, n, kw), out in zip(requests, outs):
+        for (prompt, n, kw), out in zip(requests, outs, strict=True):
             engine.submit(RowRequest(prompt, n, out, **kw))
         return [o.wait() for o in outs]
     finally:
@@ -131,7 +131,7 @@ def test_tiny_families_decode_the_same_tokens_with_guesses(name, tokenizer):
                                                             speculate=kind)).start()
         try:
             rows = [Collector() for _ in prompts]
-            for p, out in zip(prompts, rows):
+            for p, out in zip(prompts, rows, strict=True):
                 engine.submit(RowRequest(p, 48, out))
             outs[kind] = [r.wait() for r in rows]
         finally:

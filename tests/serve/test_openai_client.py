@@ -208,8 +208,11 @@ def test_a_disconnected_stream_frees_its_slot(server):
 
 def test_a_client_that_gives_up_on_a_plain_request_frees_its_slot(server):
     url, served = server
+    # a grammar that cannot end before ~800 tokens, so the reply outlasts the client's patience whatever is sampled
+    long = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 400}
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me a very long story."}],
-            "max_tokens": 1000, "temperature": 0.7}
+            "max_tokens": 1000, "temperature": 0.7,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "long", "schema": long}}}
     with pytest.raises(httpx.TimeoutException):
         httpx.post(url + "/v1/chat/completions", json=body, timeout=1.5)
     for _ in range(500):

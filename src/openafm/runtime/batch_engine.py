@@ -241,7 +241,7 @@ class BatchEngine:
         view = self.cache.view(n)
         ids = torch.zeros(n, t, dtype=torch.long)                                                    # [n, t]
         pos = torch.full((n, t), -1, dtype=torch.long)                                               # [n, t]
-        for r, (row, guess) in enumerate(zip(self.rows, guesses)):
+        for r, (row, guess) in enumerate(zip(self.rows, guesses, strict=True)):
             ids[r, :1 + len(guess)] = torch.tensor([row.next_token, *guess])
             pos[r, :1 + len(guess)] = torch.arange(row.position, row.position + 1 + len(guess))
         ids, pos = ids.to(self.cache.device), pos.to(self.cache.device)
@@ -257,7 +257,7 @@ class BatchEngine:
         self._costs.observe(n, t, time.perf_counter() - start)
         self.steps_run += 1
         first_slot = self.cache.steps - t
-        for r, (row, (guess, acceptance)) in enumerate(zip(self.rows, offers)):
+        for r, (row, (guess, acceptance)) in enumerate(zip(self.rows, offers, strict=True)):
             kept = self._verify(r, row, logits[r], guess)
             if acceptance is not None and guess:
                 acceptance.update(len(guess), kept - 1)
