@@ -62,7 +62,7 @@ def main() -> None:
     args = p.parse_args()
     lm = openafm.load()
     prompts = [lm.encode(lm.chat_prompt(q)) for q in PROMPTS]
-    engine = BatchEngine(lm.model, lm.tokenizer, EngineConfig(max_batch=4)).start()
+    engine = BatchEngine(lm.model, lm.tokenizer, EngineConfig(max_batch=4, prefix_cache=0)).start()   # prefills alike
     t0, load = time.perf_counter(), os.getloadavg()[0]
     variants = {"engine": lambda ids: through_engine(engine, ids, args.new_tokens),
                 "generate": lambda ids: through_generate(lm, ids, args.new_tokens)}

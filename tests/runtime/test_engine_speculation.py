@@ -109,6 +109,8 @@ def test_acceptance_and_step_costs_decide_like_the_arithmetic():
     b = Acceptance(rate=0.5)
     b.update(proposed=4, accepted=0)                                   # only the first position was judged
     assert b.rate == pytest.approx(0.5 + 0.15 * (0 - 0.5))
+    b.untried()                                                        # drifts back towards the prior
+    assert b.rate == pytest.approx(0.425 + 0.02 * (0.8 - 0.425))
     costs = StepCosts()
     assert costs.estimate(4, 3) / costs.estimate(4, 1) == pytest.approx(1.35)   # the prior, nothing measured
     costs.observe(4, 1, 0.010)

@@ -127,6 +127,8 @@ class BatchEngine:
         self.steps_run = 0
         self.tokens_out = 0
         self._costs = StepCosts()
+        self._stepper: tuple | None = None    # (fused step or None, its words): the model's weights stay put while
+                                              # the engine runs, so it is chosen once
 
     # --- the public side -------------------------------------------------------------------------
     def start(self) -> "BatchEngine":
@@ -246,8 +248,10 @@ class BatchEngine:
             pos[r, :1 + len(guess)] = torch.arange(row.position, row.position + 1 + len(guess))
         ids, pos = ids.to(self.cache.device), pos.to(self.cache.device)
         start = time.perf_counter()
+        if self._stepper is None:        # once: choose_step re-checks every weight's storage (~2 ms a call)
+            self._stepper = choose_step(self.config.step, self.model, view)
+        fused, self.step_kind = self._stepper
         with torch.inference_mode():
-            fused, self.step_kind = choose_step(self.config.step, self.model, view)
             if fused is not None and t == 1:
                 logits = fused(ids, view, pos)[:, None]                                             # [n, 1, V]
             elif fused is not None and fused.can_step_rows(view, t):
@@ -287,6 +291,10 @@ class BatchEngine:
                            for g, acc in offers)
             if expected / self._costs.estimate(n, t) > best_rate:
                 best, best_rate = t, expected / self._costs.estimate(n, t)
+        if best == 1:
+            for g, acc in offers:
+                if g and acc is not None:
+                    acc.untried()
         return [(g[:best - 1], acc) for g, acc in offers]
 
     def _verify(self, r: int, row: _Row, logits: torch.Tensor, guess: list[int]) -> int:

@@ -79,8 +79,11 @@ class NgramProposer:
 class Acceptance:
     """A row's running rate of accepted guesses (an exponential average over verified positions)."""
 
-    rate: float = 0.6          # prior: optimistic enough that a row with matches gets tried
+    rate: float = 0.8          # prior: optimistic, so that a row with matches gets tried (a pessimistic prior is
+                               # never corrected: guesses that are not tried are not judged)
     weight: float = 0.15       # how fast the average follows new evidence
+    PRIOR, DRIFT = 0.8, 0.02   # a row whose guesses were left untried drifts back towards the prior, so it is
+                               # tried again now and then (the text it copies may have changed)
     proposed: int = 0
     accepted: int = 0
 
@@ -91,6 +94,10 @@ class Acceptance:
             if j > accepted:
                 break                                       # positions after the first rejection were not judged
             self.rate += self.weight * ((1.0 if j < accepted else 0.0) - self.rate)
+
+    def untried(self) -> None:
+        """A step had guesses for this row and did not verify them."""
+        self.rate += self.DRIFT * (self.PRIOR - self.rate)
 
     def expected_tokens(self, k: int) -> float:
         """Expected tokens a step commits for this row with k guesses: 1 + a + a^2 + ... + a^k."""
