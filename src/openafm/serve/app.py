@@ -180,31 +180,37 @@ async def _response_events(request: Request, req, builder: ResponseBuilder, mode
     for line in builder.opening():
         yield line
     try:
-        item = first
-        while True:
-            if item is None:
-                if await request.is_disconnected():
-                    return
-            else:
-                _observe(metrics, last, 0, item[1])
-                choice.add(item[1])
-                if choice.failed():
-                    if choice.finish == "error":
-                        yield builder.failure(f"generation failed: {choice.error}")
-                    return
-                for line in builder.text_delta(choice.delta_text()):
+        async for _, e in _live(request, stream, first):
+            _observe(metrics, last, 0, e)
+            choice.add(e)
+            if choice.failed():
+                if choice.finish == "error":
+                    yield builder.failure(f"generation failed: {choice.error}")
+                return
+            for line in builder.text_delta(choice.delta_text()):
+                yield line
+            if e.finish is not None:
+                if req.store:
+                    store.put(builder.id, builder.conversation(choice))
+                for line in builder.closing(choice):
                     yield line
-                if item[1].finish is not None:
-                    if req.store:
-                        store.put(builder.id, builder.conversation(choice))
-                    for line in builder.closing(choice):
-                        yield line
-            try:
-                item = await stream.__anext__()
-            except StopAsyncIteration:
-                break
     finally:
         await stream.aclose()
+
+
+async def _live(request: Request, stream, first):
+    """The engine's (choice, event) items from ``first`` on, without the keep-alive ticks (None), each of which
+    checks that the client is still there; ends early when it has gone (its rows are then cancelled)."""
+    item = first
+    while True:
+        if item is not None:
+            yield item
+        elif await request.is_disconnected():
+            return
+        try:
+            item = await stream.__anext__()
+        except StopAsyncIteration:
+            return
 
 
 async def _sse(request: Request, plan, model, stream, first, metrics: Metrics):
@@ -215,30 +221,22 @@ async def _sse(request: Request, plan, model, stream, first, metrics: Metrics):
     started = [False] * plan.n
     last: dict[int, float] = {}
     try:
-        item = first
-        while True:
-            if item is None:
-                if await request.is_disconnected():
-                    return
-            else:
-                i, e = item
-                _observe(metrics, last, i, e)
-                c = choices[i]
-                c.add(e)
-                if c.failed():
-                    if c.finish == "error":
-                        error = RequestError(f"generation failed: {c.error}", None, status=500, kind="server_error")
-                        yield f"data: {json.dumps(error.body())}\n\n"
-                    return
-                body = chunk(rid, plan, created, c, role=not started[i], final=e.finish is not None,
-                             extra=_profile_extra(plan, model, c, e))
-                started[i] = True
-                if body is not None:
-                    yield f"data: {json.dumps(body)}\n\n"
-            try:
-                item = await stream.__anext__()
-            except StopAsyncIteration:
-                break
+        async for i, e in _live(request, stream, first):
+            _observe(metrics, last, i, e)
+            c = choices[i]
+            c.add(e)
+            if c.failed():
+                if c.finish == "error":
+                    error = RequestError(f"generation failed: {c.error}", None, status=500, kind="server_error")
+                    yield f"data: {json.dumps(error.body())}\n\n"
+                return
+            body = chunk(rid, plan, created, c, role=not started[i], final=e.finish is not None,
+                         extra=_profile_extra(plan, model, c, e))
+            started[i] = True
+            if body is not None:
+                yield f"data: {json.dumps(body)}\n\n"
+        if any(c.finish is None for c in choices):
+            return                                           # the client left before the end
         if plan.include_usage:
             body = {"id": rid, "object": "chat.completion.chunk" if plan.kind == "chat" else "text_completion",
                     "created": created, "model": plan.model, "choices": [], "usage": usage(plan, choices)}
