@@ -241,16 +241,16 @@ class BatchEngine:
         t = 1 + max(map(len, guesses))
         self.cache.reserve(n, t)
         view = self.cache.view(n)
-        ids = torch.zeros(n, t, dtype=torch.long)                                                    # [n, t]
-        pos = torch.full((n, t), -1, dtype=torch.long)                                               # [n, t]
-        for r, (row, guess) in enumerate(zip(self.rows, guesses, strict=True)):
-            ids[r, :1 + len(guess)] = torch.tensor([row.next_token, *guess])
-            pos[r, :1 + len(guess)] = torch.arange(row.position, row.position + 1 + len(guess))
-        ids, pos = ids.to(self.cache.device), pos.to(self.cache.device)
-        start = time.perf_counter()
+        pad = [t - 1 - len(g) for g in guesses]            # a row with fewer guesses pads (id 0, position -1)
+        ids = torch.tensor([[row.next_token, *g] + [0] * k for row, g, k in zip(self.rows, guesses, pad, strict=True)],
+                           device=self.cache.device)                                                # [n, t]
+        pos = torch.tensor([list(range(row.position, row.position + 1 + len(g))) + [-1] * k
+                            for row, g, k in zip(self.rows, guesses, pad, strict=True)],
+                           device=self.cache.device)                                                # [n, t]
         if self._stepper is None:        # once: choose_step re-checks every weight's storage (~2 ms a call)
             self._stepper = choose_step(self.config.step, self.model, view)
         fused, self.step_kind = self._stepper
+        start = time.perf_counter()
         with torch.inference_mode():
             if fused is not None and t == 1:
                 logits = fused(ids, view, pos)[:, None]                                             # [n, 1, V]
@@ -289,8 +289,9 @@ class BatchEngine:
         for t in range(2, longest + 2):
             expected = sum(1 + min(len(g), t - 1) if acc is None else acc.expected_tokens(min(len(g), t - 1))
                            for g, acc in offers)
-            if expected / self._costs.estimate(n, t) > best_rate:
-                best, best_rate = t, expected / self._costs.estimate(n, t)
+            rate = expected / self._costs.estimate(n, t)
+            if rate > best_rate:
+                best, best_rate = t, rate
         if best == 1:
             for g, acc in offers:
                 if g and acc is not None:
