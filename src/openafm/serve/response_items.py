@@ -16,15 +16,10 @@ Every event carries its `sequence_number`; each is sent as an SSE `event:` line 
 from __future__ import annotations
 
 import json
-import secrets
 import time
 
-from openafm.serve.responses import Choice
+from openafm.serve.responses import Choice, new_id
 from openafm.serve.responses_api import ResponseRequest
-
-
-def new_item_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
 
 
 class ResponseBuilder:
@@ -32,8 +27,8 @@ class ResponseBuilder:
 
     def __init__(self, request: ResponseRequest, model: str):
         self.request, self.model = request, model
-        self.id, self.created = new_item_id("resp"), int(time.time())
-        self.message_id = new_item_id("msg")
+        self.id, self.created = new_id("resp", "_"), int(time.time())
+        self.message_id = new_id("msg", "_")
         self.sequence = 0
         self.message_open = False
         self._items: list[dict] | None = None        # the function_call items, made once (their ids stay)
@@ -139,5 +134,5 @@ class ResponseBuilder:
 
     @staticmethod
     def _call_item(call: dict) -> dict:
-        return {"type": "function_call", "id": new_item_id("fc"), "call_id": call["id"],
+        return {"type": "function_call", "id": new_id("fc", "_"), "call_id": call["id"],
                 "name": call["function"]["name"], "arguments": call["function"]["arguments"], "status": "completed"}

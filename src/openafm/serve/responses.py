@@ -23,8 +23,9 @@ FINISH = {FinishReason.EOS: "stop", FinishReason.STOP: "stop", FinishReason.COMP
           FinishReason.LENGTH: "length"}
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(12)}"
+def new_id(prefix: str, sep: str = "-") -> str:
+    """A random id: chat completions' "chatcmpl-..." by default; the Responses API's "resp_..." with sep="_"."""
+    return f"{prefix}{sep}{secrets.token_hex(12)}"
 
 
 @dataclasses.dataclass
