@@ -31,8 +31,10 @@ from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "engine.json"
 
 
-def through_engine(engine: BatchEngine, prompt: list[int], new: int) -> dict:
-    stamps, tokens, done = [], [], threading.Event()
+def through_engine(engine: BatchEngine, prompt: list[int], new: int, constraint=None) -> dict:
+    """One request, alone in the engine -> its tokens (the end-of-sequence token left out), the tokens decoded (it
+    counted), time to first token, seconds from the first token to the last, and its speculation counts."""
+    stamps, tokens, done, last = [], [], threading.Event(), []
 
     def on_event(e):
         if e.token_id >= 0:
@@ -40,11 +42,34 @@ def through_engine(engine: BatchEngine, prompt: list[int], new: int) -> dict:
             if e.finish != "eos":
                 tokens.append(e.token_id)
         if e.finish is not None:
+            last.append(e)
             done.set()
     start = time.perf_counter()
-    engine.submit(RowRequest(prompt, new, on_event))
+    engine.submit(RowRequest(prompt, new, on_event, constraint=constraint))
     done.wait()
-    return {"tokens": tokens, "n": len(stamps), "ttft": stamps[0] - start, "decode_s": stamps[-1] - stamps[0]}
+    return {"tokens": tokens, "n": len(stamps), "ttft": stamps[0] - start, "decode_s": stamps[-1] - stamps[0],
+            "proposed": last[0].proposed, "accepted": last[0].accepted}
+
+
+def interleaved_rounds(variants: dict, prompts: list[list[int]], rounds: int) -> dict[str, list[list[dict]]]:
+    """Every variant on every prompt once (warm-up, alike), then `rounds` rounds interleaved prompt by prompt.
+    -> per variant, per prompt, one result per round."""
+    for run in variants.values():
+        for ids in prompts:
+            run(ids)
+    runs = {name: [[] for _ in prompts] for name in variants}
+    for r in range(rounds):
+        log(f"round {r + 1} of {rounds}")
+        for i, ids in enumerate(prompts):
+            for name, run in variants.items():
+                runs[name][i].append(run(ids))
+    return runs
+
+
+def decode_rates(per_prompt: list[list[dict]]) -> list[float]:
+    """Per round: decode tok/s over all prompts = tokens after the first / seconds from first to last token."""
+    rounds = len(per_prompt[0])
+    return [sum(p[r]["n"] - 1 for p in per_prompt) / sum(p[r]["decode_s"] for p in per_prompt) for r in range(rounds)]
 
 
 def through_generate(lm, prompt: list[int], new: int) -> dict:
@@ -67,21 +92,12 @@ def main() -> None:
     variants = {"engine": lambda ids: through_engine(engine, ids, args.new_tokens),
                 "generate": lambda ids: through_generate(lm, ids, args.new_tokens)}
     try:
-        for run in variants.values():                              # warm-up, alike
-            for ids in prompts:
-                run(ids)
-        runs = {name: [[] for _ in prompts] for name in variants}
-        for r in range(args.rounds):
-            log(f"round {r + 1} of {args.rounds}")
-            for i, ids in enumerate(prompts):
-                for name, run in variants.items():
-                    runs[name][i].append(run(ids))
+        runs = interleaved_rounds(variants, prompts, args.rounds)
     finally:
         engine.stop()
     figures = {}
     for name in variants:
-        rates = [sum(runs[name][i][r]["n"] - 1 for i in range(len(prompts)))
-                 / sum(runs[name][i][r]["decode_s"] for i in range(len(prompts))) for r in range(args.rounds)]
+        rates = decode_rates(runs[name])
         figures[name] = {"decode_tok_s": round(median(rates), 1), "tok_s_per_round": [round(x, 1) for x in rates],
                          "ttft_ms_median": round(1e3 * median([x["ttft"] for per in runs[name] for x in per]), 1)}
     result = {"engine_over_generate": round(figures["engine"]["decode_tok_s"] / figures["generate"]["decode_tok_s"], 3),

@@ -16,18 +16,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import emit, log, median, parser  # noqa: E402
+from engine import decode_rates, interleaved_rounds, through_engine  # noqa: E402
 from speculative import PROMPTS  # noqa: E402
 
 import torch  # noqa: E402
 
 import openafm  # noqa: E402
-from openafm.runtime.batch_engine import BatchEngine, EngineConfig, RowRequest  # noqa: E402
+from openafm.runtime.batch_engine import BatchEngine, EngineConfig  # noqa: E402
 from openafm.runtime.constrained import GrammarConstraint  # noqa: E402
 from openafm.runtime.proposers import ProposerKind  # noqa: E402
 
@@ -51,35 +51,14 @@ REPORT = {"type": "object", "properties": {
 FILL = f"{PASSAGE}\n\nFill in this JSON object from the report: {json.dumps(REPORT)}"
 
 
-def once(engine: BatchEngine, prompt: list[int], new: int, tokenizer, schema: dict | None) -> dict:
-    events, done = [], threading.Event()
-
-    def on_event(e):
-        events.append((time.perf_counter(), e))
-        if e.finish is not None:
-            done.set()
-    constraint = GrammarConstraint.from_json_schema(schema, tokenizer) if schema else None
-    engine.submit(RowRequest(prompt, new, on_event, constraint=constraint))
-    done.wait()
-    tokens = [(t, e) for t, e in events if e.token_id >= 0]
-    last = events[-1][1]
-    return {"tokens": [e.token_id for _, e in tokens], "n": len(tokens), "seconds": tokens[-1][0] - tokens[0][0],
-            "proposed": last.proposed, "accepted": last.accepted, "finish": last.finish}
-
-
 def workload(engines: dict, prompts: list[list[int]], new: int, rounds: int, tokenizer, schema=None) -> dict:
-    runs = {name: [[] for _ in prompts] for name in engines}
-    for name, engine in engines.items():                            # warm-up: every prompt once, alike
-        for p in prompts:
-            once(engine, p, new, tokenizer, schema)
-    for _ in range(rounds):
-        for i, p in enumerate(prompts):
-            for name, engine in engines.items():
-                runs[name][i].append(once(engine, p, new, tokenizer, schema))
+    def request(engine):
+        return lambda ids: through_engine(engine, ids, new, GrammarConstraint.from_json_schema(schema, tokenizer)
+                                          if schema else None)
+    runs = interleaved_rounds({name: request(engine) for name, engine in engines.items()}, prompts, rounds)
     out = {}
     for name in engines:
-        rates = [sum(runs[name][i][r]["n"] - 1 for i in range(len(prompts)))
-                 / sum(runs[name][i][r]["seconds"] for i in range(len(prompts))) for r in range(rounds)]
+        rates = decode_rates(runs[name])
         proposed = sum(runs[name][i][0]["proposed"] for i in range(len(prompts)))
         accepted = sum(runs[name][i][0]["accepted"] for i in range(len(prompts)))
         out[name] = {"decode_tok_s": round(median(rates), 1), "tok_s_per_round": [round(x, 1) for x in rates],

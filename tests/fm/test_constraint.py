@@ -28,15 +28,8 @@ class Weather(fm.Tool):
         return "Sunny"
 
 
-class Time(fm.Tool):
-    name, description = "get_time", "The time in a city"
-
-    @property
-    def arguments_schema(self):
-        return fm.GenerationSchema.from_json_schema(CITY)
-
-    async def call(self, args):
-        return "noon"
+class Time(Weather):
+    name, description = "get_time", "The time in a city"          # the same arguments, another name
 
 
 def body(choice, schema):
