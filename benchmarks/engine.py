@@ -1,5 +1,5 @@
 """One request through the continuous-batching engine vs the single-stream `generate_tokens` on the same prompts:
-what routing every caller through one engine would cost a lone request (issue: one engine; target >= 0.95x).
+what routing every caller through one engine would cost a lone request (target >= 0.95x).
 
     python benchmarks/engine.py --json          # ~2 min on 2 cores; writes docs/results/engine.json
 
