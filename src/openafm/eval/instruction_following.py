@@ -4,8 +4,9 @@ IFEval (report §8, instruction-following benchmarks) asks for a response under 
 of words or bullets, keywords, all lowercase, JSON, an end phrase, a language, ...) and scores four numbers:
 prompt-level and instruction-level accuracy, each strict and loose (loose: IFEval's relaxations, such as a
 first "Sure, here it is:" line dropped). The prompts and checkers are `openafm.data.instructions` (shared with
-post-training, where the checker is the reward); the prompts are drawn with seed 1000 + seed, apart from the
-ones post-training synthesises data from (seed 0 and up).
+post-training, where the checker is the reward); the prompts are drawn with seed 1000 + seed and only those of
+the held-out split are kept (openafm.splits.split_of(prompt, "prompt"), the rule rl/prompts.py and synthesis
+apply), so no evaluated prompt is ever trained on, whatever seeds and sizes training drew.
 
     prompt_strict       every constraint of the prompt followed, strictly (the headline number)
     prompt_loose        the same, loosely
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from openafm.data.instructions import Constraint, check, instruction_prompts
 from openafm.eval.scoring import generate_batched
+from openafm.splits import Split, split_of
 
 SEED_OFFSET = 1000
 MAX_TOKENS = 256
@@ -34,8 +36,18 @@ class InstructionItem:
 
 
 def instruction_items(n: int, *, seed: int) -> list[InstructionItem]:
-    return [InstructionItem(f"ifeval:{SEED_OFFSET + seed}:{i}", p.prompt, p.constraints)
-            for i, p in enumerate(instruction_prompts(n, seed=SEED_OFFSET + seed))]
+    """The first n distinct held-out prompts of the draw with seed 1000 + seed (a draw is a prefix of any larger
+    one with the same seed, so n grows by drawing more)."""
+    draw = n * 4 + 16
+    while True:
+        items, seen = [], set()
+        for i, p in enumerate(instruction_prompts(draw, seed=SEED_OFFSET + seed)):
+            if split_of(p.prompt, "prompt") is Split.HELDOUT and p.prompt not in seen:
+                seen.add(p.prompt)
+                items.append(InstructionItem(f"ifeval:{SEED_OFFSET + seed}:{i}", p.prompt, p.constraints))
+        if len(items) >= n or draw >= n * 256:
+            return items[:n]
+        draw *= 4
 
 
 def score(item: InstructionItem, output: str) -> dict[str, float]:

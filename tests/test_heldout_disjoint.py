@@ -1,0 +1,66 @@
+"""Every held-out set the default model's figures are measured on is disjoint from every pool its recipe trains on,
+by construction (openafm.splits): each test draws a training pool far larger than the recipe's and checks that no
+held-out item is in it."""
+
+from __future__ import annotations
+
+import re
+
+from openafm.data.guided import guided_example
+from openafm.data.tool_rounds import families, tool_round_cases, tool_round_conversations
+from openafm.eval.bfcl_data import load_category, package_info
+from openafm.eval.instruction_following import instruction_items
+from openafm.pipelines.sft_data import builtin_conversations
+from openafm.rl.multilingual_prompts import udhr_prompts
+from openafm.rl.prompts import PromptSource, build_prompts
+from openafm.rl.synthesis.tool_data import TASK as TOOL_TASK
+from openafm.splits import Split
+
+SMALL_MATH = {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}, "hint": ""}
+
+
+def test_ifeval_prompts_are_never_in_an_instruction_training_pool():
+    heldout = {item.prompt for item in instruction_items(150, seed=0)}
+    assert len(heldout) == 150
+    for seed in (0, 1):
+        pool = {r.prompt for r in build_prompts(PromptSource.INSTRUCTIONS, {"most": 2}, Split.TRAIN, size=3000,
+                                                seed=seed)}
+        assert len(pool) > 1000 and not heldout & pool
+
+
+def test_math_heldout_questions_are_never_in_the_train_pool_even_where_the_space_is_small():
+    # one-digit sums: ~200 distinct questions, so a 2,000-prompt pool covers nearly all of the train ones
+    heldout = {r.key for r in build_prompts(PromptSource.REASONING_GYM, SMALL_MATH, Split.HELDOUT, size=40, seed=0)}
+    pool = {r.key for r in build_prompts(PromptSource.REASONING_GYM, SMALL_MATH, Split.TRAIN, size=2000, seed=0)}
+    assert len(heldout) >= 20 and len(pool) > 60
+    assert not heldout & pool
+
+
+def test_guided_heldout_schemas_are_never_trained_on():
+    train = {repr(guided_example(0, i, Split.TRAIN).schema) for i in range(300)}
+    heldout = {repr(guided_example(0, i, Split.HELDOUT).schema) for i in range(60)}
+    assert not train & heldout
+
+
+def test_tool_round_families_split_and_every_tool_of_a_conversation_is_of_its_split():
+    train, heldout = ({f.name for f in families(s)} for s in (Split.TRAIN, Split.HELDOUT))
+    assert train and heldout and not train & heldout
+    system_tools = re.compile(r'"name": "([a-z_]+)", "description"')
+    for conv in tool_round_conversations(300, seed=3, split=Split.TRAIN):
+        assert set(system_tools.findall(conv.messages[0]["content"])) <= train
+    for case in tool_round_cases(40, seed=0, split=Split.HELDOUT):
+        assert {t.name for t in case.tools} <= heldout
+
+
+def test_bfcl_sft_data_holds_no_heldout_question():
+    _, data = package_info(TOOL_TASK)
+    heldout = {e["id"] for c in ("simple_python", "multiple", "parallel") for e in load_category(data, c, Split.HELDOUT)}
+    trained = {conv.where.split()[-1] for conv in builtin_conversations("bfcl", n=None, seed=0)}
+    assert heldout and trained and not heldout & trained
+
+
+def test_udhr_heldout_articles_are_not_in_the_sft_data():
+    article = re.compile(r"^udhr/[^/]+/(\d+) ")
+    heldout = {article.match(r.source).group(1) for r in udhr_prompts(Split.HELDOUT)}
+    trained = {article.match(conv.where).group(1) for conv in builtin_conversations("udhr", n=None, seed=0)}
+    assert heldout and trained and not heldout & trained
