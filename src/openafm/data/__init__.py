@@ -16,4 +16,7 @@
     guided_vocab.py     the word tables, fields and concepts the guided-generation data is built from
     instructions.py     verifiable instruction-following constraints (IFEval-style): seeded prompts, strict and loose
                         checkers
+    tool_rounds.py      tool round-trip SFT data: seeded conversations that call the right tool and answer from its
+                        result, no-call and follow-up turns, held-out benchmark cases
+    tool_rounds_vocab.py  the tool families, tables and templates the tool round-trip data is built from
 """
