@@ -161,3 +161,12 @@ def test_no_type_is_drawn_from_the_benchmark():
     ours = {name for c in CONCEPTS.values() for name in c.names}
     ours |= {f.type_name for f in FIELDS.values() if isinstance(f, Choice)}
     assert benchmark and not ours & benchmark, ours & benchmark
+
+
+def test_some_requests_ask_for_an_exact_count_and_the_instance_has_it():
+    asked = [e for e in (guided_example(0, i, Split.TRAIN) for i in range(120)) if e.counts]
+    assert 5 <= len(asked) <= 60
+    for e in asked:
+        (field, n), = e.counts
+        assert f"Include exactly {n} {field.replace('_', ' ')}." in e.request and len(e.instance[field]) == n
+        assert e.prompt.startswith(e.request)

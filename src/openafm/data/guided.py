@@ -82,6 +82,7 @@ class GuidedExample:
     type_name: str
     shape: Shape
     where: str
+    counts: tuple[tuple[str, int], ...] = ()    # (root list field, items) the request asks for exactly
 
     def chat(self) -> ChatExample:
         return ChatExample(self.prompt, self.response, self.where)
@@ -105,10 +106,25 @@ def guided_example(seed: int, index: int, split: Split = Split.TRAIN) -> GuidedE
             continue
         instance = root.instance(r, 0)
         request = _request(r, schema)
+        counts = _asked_counts(random.Random(f"guided-count:{seed}:{split.value}:{index}"), schema, instance)
+        request += "".join(f" Include exactly {n} {field.replace('_', ' ')}." for field, n in counts)
         return GuidedExample(request=request, prompt=prompt_with_schema(request, schema),
                              response=response_json(instance), schema=schema, instance=instance,
-                             type_name=root.name, shape=shape, where=f"guided {split.value} seed {seed} #{index}")
+                             type_name=root.name, shape=shape, where=f"guided {split.value} seed {seed} #{index}",
+                             counts=counts)
     raise RuntimeError(f"no {split.value} schema in {MAX_ATTEMPTS} draws for seed {seed} #{index}")
+
+
+def _asked_counts(r: random.Random, schema: dict, instance: dict) -> tuple[tuple[str, int], ...]:
+    """For about 40% of examples, one root list whose length the schema leaves open (and the instance's list has
+    1-6 items): the request then asks for exactly that many, so a model learns to follow a count in the prompt."""
+    open_lists = [name for name, prop in schema.get("properties", {}).items()
+                  if prop.get("type") == "array" and prop.get("minItems") != prop.get("maxItems")
+                  and isinstance(instance.get(name), list) and 1 <= len(instance[name]) <= 6]
+    if not open_lists or r.random() >= 0.4:
+        return ()
+    name = r.choice(open_lists)
+    return ((name, len(instance[name])),)
 
 
 class GuidedDataset(Sequence):

@@ -10,6 +10,7 @@
     tool_use.py       BFCL tool use: free and constrained decoding, AST accuracy
     multi_turn.py     BFCL multi-turn: user turns over the wheel's executable environments, state match
     instruction_following.py  IFEval format: verifiable constraints (data/instructions), strict and loose accuracy
+    guided_quality.py  whether a valid structured output is a real answer: no empty strings, repeats, ignored counts
     bfcl_data.py      the bfcl-eval wheel's data files, BFCL docs as JSON Schema, lenient call parsing, AST match
     lm_eval_model.py  an lm-evaluation-harness model class, registered as "openafm" (imports lm_eval)
     perplexity.py     held-out perplexity of a causal LM over a token stream, in non-overlapping windows
