@@ -110,7 +110,7 @@ def _cmd_synth(args) -> int:
         raise ValueError(f"model {args.model!r} has no tokenizer; sampling renders prompts with its chat template")
     sampler = model_sampler(lm.model, lm.tokenizer, max_new_tokens=args.max_tokens, temperature=args.temperature,
                             top_p=args.top_p)
-    kept, summary = rejection_sample(prompts, sampler, verifier, k=args.k, seed=args.seed)
+    kept, summary = rejection_sample(prompts, sampler, verifier, k=args.k, seed=args.seed, progress=True)
     write_synth_jsonl(args.out, kept)
     print(json.dumps({**summary, "prompts_from": args.prompts, "model": args.model, "out": args.out}))
     return 0

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from openafm.errors import ConfigError
 from openafm.io import write_jsonl
 from openafm.rl.rewards.registry import DEFAULT_MARKER, RewardFn, extract_answer, make_reward, normalise_answer
@@ -95,15 +97,17 @@ class Kept:
 
 
 def rejection_sample(prompts: Sequence[SynthPrompt], sampler: Sampler, verifier: Verifier, *, k: int,
-                     seed: int = 0) -> tuple[list[Kept], dict[str, Any]]:
+                     seed: int = 0, progress: bool = False) -> tuple[list[Kept], dict[str, Any]]:
     """-> (the kept samples, a summary: prompts, samples, kept, acceptance_rate, prompts_with_a_kept_sample).
     Prompt i is sampled with seed + i, so a run is reproducible and a prompt's samples do not depend on the others."""
     if k < 1:
         raise ConfigError(f"rejection sampling needs k >= 1 samples per prompt, got k={k}")
     kept: list[Kept] = []
     covered = 0
+    bar = tqdm(total=len(prompts), desc=f"synth ({verifier.name})", unit="prompt", disable=not progress)
     for i, p in enumerate(prompts):
         responses = sampler(p.prompt, k, seed + i)
+        bar.update(1)
         if len(responses) != k:
             raise ValueError(f"the sampler returned {len(responses)} responses for k={k}")
         verdicts = verifier.accept(p, responses)
@@ -113,6 +117,7 @@ def rejection_sample(prompts: Sequence[SynthPrompt], sampler: Sampler, verifier:
             if why is not None:
                 kept.append(Kept(p.prompt, response, {"source": p.source, "verifier": verifier.name, **why,
                                                       "acceptance_rate": accepted / k, "k": k, "sample": j}))
+    bar.close()
     samples = len(prompts) * k
     return kept, {"prompts": len(prompts), "samples": samples, "kept": len(kept),
                   "acceptance_rate": len(kept) / samples if samples else 0.0,
