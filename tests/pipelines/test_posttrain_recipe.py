@@ -4,6 +4,7 @@ rerun, and bad post-training stages named before anything runs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,48 @@ def test_the_shipped_posttrain_recipe_validates():
     assert [s.kind.value for s in recipe.stages] == ["synth", "sft", "rl", "tasks"]
     rl = recipe.stage("rl")
     assert rl.from_ == "sft" and rl.rl["prompt_sets"][0]["source"] == "reasoning-gym"
+
+
+def default_like(tmp_path, base: str) -> dict:
+    """recipes/default-model.yaml's stage kinds and data at toy sizes."""
+    return {"run_dir": str(tmp_path / "run"), "seed": 0, "stages": [
+        {"name": "synth", "kind": "synth", "model": base, "prompts": INSTRUCTIONS, "reward": "instructions",
+         "threshold": 0.0, "n": 2, "k": 2, "max_tokens": 4, "temperature": 5.0, "top_p": 1.0},
+        {"name": "sft", "kind": "sft", "model": base, "data": ["synth", "guided", "tool-rounds", "bfcl", "udhr"],
+         "sizes": {"guided": 3, "tool-rounds": 3}, "rank": 2,
+         "sft": {"steps": 1, "batch_size": 2, "seq_len": 512, "progress": False, "peak_flops": 1e12,
+                 "schedule": {"kind": "constant"}}},
+        {"name": "package", "kind": "package", "from": "sft", "bundle": "toy"}]}
+
+
+def test_sft_draws_the_builtin_sets_and_the_package_stage_refuses_a_base_that_is_not_packaged(tmp_path, base):
+    data = default_like(tmp_path, base)
+    with pytest.raises(ConfigError, match="a bundle adapts a packaged GGUF base"):
+        run_recipe(recipe_from_dict(data), log=lambda *a: None)
+    sft = json.loads((tmp_path / "run" / "stages" / "sft" / "done.json").read_text())["outputs"]
+    counts = sft["examples_per_source"]
+    assert counts["synth"] == 4 and counts["guided"] == 3 and counts["tool-rounds"] == 3
+    assert counts["bfcl"] > 500 and counts["udhr"] > 400
+    assert Path(sft["adapter"]).is_file() and sft["base_fingerprint"].startswith("sha256:")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["stages"][1].update(sizes={"bfcl": 3}), "only \\['guided', 'tool-rounds'\\] are drawn by count"),
+    (lambda r: r["stages"][1].update(sizes={"guided": 0}), "sizes.guided=0 must be an integer >= 1"),
+    (lambda r: r["stages"][1].update(data=["synth"], sizes={"guided": 2}), "data does not use 'guided'"),
+    (lambda r: r["stages"][2].update({"from": "synth"}), "'synth' is a synth stage"),
+    (lambda r: r["stages"][2].update(bundle="a/b"), "bundle='a/b'"),
+])
+def test_bad_default_recipe_stages_are_named(tmp_path, base, edit, message):
+    data = default_like(tmp_path, base)
+    edit(data)
+    with pytest.raises(ConfigError, match=message):
+        recipe_from_dict(data)
+
+
+def test_the_shipped_default_model_recipe_validates():
+    recipe = load_recipe(ROOT / "recipes" / "default-model.yaml")
+    assert [s.kind.value for s in recipe.stages] == ["synth", "synth", "sft", "package"]
+    sft = recipe.stage("sft")
+    assert sft.rank == 32 and {"guided", "tool-rounds", "bfcl", "udhr"} <= set(sft.data)
+    assert recipe.stage("package").bundle == "openafm-135m"

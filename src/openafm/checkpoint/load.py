@@ -20,13 +20,21 @@ from typing import Callable
 import torch
 
 from openafm.checkpoint.block_model import load_block_model
+from openafm.checkpoint.bundled import bundled_adapter, fold_adapter
 from openafm.checkpoint.compressed import COMPRESSED_FILE, is_compressed_checkpoint, load_compressed
 from openafm.checkpoint.families import config_from_hf
 from openafm.checkpoint.family_weights import Provenance, check_fits, state_dict_from_hf
 from openafm.checkpoint.gguf import load_gguf_hf
 from openafm.checkpoint.hf import is_hf_checkpoint, load_hf
 from openafm.checkpoint.native import is_native_checkpoint, load_checkpoint
-from openafm.checkpoint.packaged import DEFAULT_MODEL, PACKAGED, default_gguf_path, gguf_tokenizer, packaged_tokenizer
+from openafm.checkpoint.packaged import (
+    BUNDLED,
+    DEFAULT_MODEL,
+    PACKAGED,
+    default_gguf_path,
+    gguf_tokenizer,
+    packaged_tokenizer,
+)
 from openafm.errors import CheckpointError, UnknownModelError
 from openafm.models.build import ModelConfig, build_model
 from openafm.models.decoder import CausalLM
@@ -164,7 +172,13 @@ def build_with_weights(config: ModelConfig, state: dict[str, torch.Tensor], sour
 # --- the sources -------------------------------------------------------------------------------------------
 
 def _build_packaged(name: str, path: Path, options: LoadOptions) -> LoadedModel:
-    return _build_gguf(name, default_gguf_path(), options)
+    gguf = default_gguf_path()
+    loaded = _build_gguf(name, gguf, options)
+    if name in BUNDLED:
+        adapter = bundled_adapter(BUNDLED[name], gguf)
+        folded = fold_adapter(loaded.model, adapter)
+        loaded.source += f" + adapter {adapter.path.name} (rank {adapter.rank}, folded into {folded} layers)"
+    return loaded
 
 
 def _build_preset(name: str, path: Path, options: LoadOptions) -> LoadedModel:

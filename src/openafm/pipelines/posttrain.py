@@ -8,9 +8,10 @@ openafm.load accepts (`model`), and each model stage writes a native checkpoint 
     - {name: rl, kind: rl, from: sft, rl: {steps: 40, prompt_sets: [...]}}          # any RLConfig keys
     - {name: eval, kind: tasks, models: [base:smollm2-135m-instruct, sft, rl], tasks: [ifeval], limit: 32}
 
-sft's data: synth stages, JSONL files of chat examples, and `bfcl` (BFCL's train split as verified tool-call
-examples, rl/synthesis/tool_data.py). sft trains a LoRA adapter on the one trainer (train/sft.py) and merges it into the weights, so the next stage
-loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on the next run.
+sft's data: synth stages, JSONL files of chat examples, and the built-in sets of pipelines/sft_data.py (bfcl, guided,
+tool-rounds, udhr; `sizes` says how many of a sized set). sft trains a LoRA adapter on the one trainer
+(train/sft.py), writes it as OUT/adapter.safetensors (tied to the base's fingerprint) and merges it into the
+weights, so the next stage loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on the next run.
 """
 
 from __future__ import annotations
@@ -19,23 +20,27 @@ from pathlib import Path
 
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
-from openafm.data.chat import ChatExample, read_chat_jsonl
 from openafm.errors import ConfigError
 from openafm.eval.harness import run_eval
 from openafm.eval.registry import get_task
 from openafm.nn.lora import merge_lora
-from openafm.pipelines.recipe import BASE_PREFIX, BFCL_DATA, RLStage, SFTStage, SynthStage, TasksStage
+from openafm.pipelines.recipe import BASE_PREFIX, RLStage, SFTStage, SynthStage, TasksStage
+from openafm.pipelines.sft_data import sft_conversations
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import build_prompts
 from openafm.rl.run import RLRun
 from openafm.rl.synthesis.rejection import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
-from openafm.rl.synthesis.tool_data import bfcl_sft_examples
 from openafm.splits import Split
 from openafm.train import checkpoint as ckpt
+from openafm.train.adapter_toolkit import ConversationLoader
 from openafm.train.config import TrainConfig
+from openafm.train.lora import save_lora_adapter
 from openafm.train.loop import METRICS_FILE
 from openafm.train.metrics import read_metrics
-from openafm.train.sft import SFTLoader, TooLong, build_sft_trainer
+from openafm.train.sft import TooLong, build_sft_trainer
+
+
+ADAPTER_FILE = "adapter.safetensors"
 
 
 def _model(stage, outputs: dict) -> str:
@@ -51,43 +56,34 @@ def run_synth(recipe, stage: SynthStage, out: Path, outputs: dict) -> dict:
     verifier = Verifier.from_reward(stage.reward, threshold=stage.threshold, **stage.reward_options)
     sampler = model_sampler(lm.model, lm.tokenizer, max_new_tokens=stage.max_tokens, temperature=stage.temperature,
                             top_p=stage.top_p)
-    kept, summary = rejection_sample(prompts, sampler, verifier, k=stage.k, seed=recipe.seed)
+    kept, summary = rejection_sample(prompts, sampler, verifier, k=stage.k, seed=recipe.seed, progress=True)
     path = write_synth_jsonl(out / "synth.jsonl", kept)
     return {"data": str(path), **summary}
 
 
-def sft_examples(stage: SFTStage, outputs: dict) -> list[ChatExample]:
-    examples: list[ChatExample] = []
-    for ref in stage.data:
-        if ref == BFCL_DATA:
-            examples.extend(bfcl_sft_examples()[0])
-            continue
-        path = Path(outputs[ref]["data"]) if ref in outputs else Path(ref)
-        examples.extend(read_chat_jsonl(path))
+def run_sft(recipe, stage: SFTStage, out: Path, outputs: dict) -> dict:
+    lm = load_model(_model(stage, outputs), seed=recipe.seed)
+    examples, counts = sft_conversations(stage.data, stage.sizes, outputs, seed=recipe.seed)
     if not examples:
         raise ConfigError(f"stage {stage.name!r}: its data {stage.data} holds no examples (did every synth sample "
                           f"fail its verifier?)")
-    return examples
-
-
-def run_sft(recipe, stage: SFTStage, out: Path, outputs: dict) -> dict:
-    lm = load_model(_model(stage, outputs), seed=recipe.seed)
-    examples = sft_examples(stage, outputs)
     config = TrainConfig.from_dict({"steps": 100, "batch_size": 4, "seq_len": 512, "seed": recipe.seed,
                                     "optimizer": {"lr": 5e-4, "weight_decay": 0.0, "grad_clip": 1.0},
                                     "schedule": {"kind": "warmup-cosine", "warmup_steps": 5},
                                     **stage.sft, "model": _model(stage, outputs), "run_dir": str(out / "run"),
                                     "init": "keep"})
-    loader = SFTLoader(examples, lm.tokenizer, seq_len=config.seq_len, global_batch=config.rows_per_rank(1),
-                       seed=recipe.seed, too_long=TooLong.SKIP)
-    trainer, _ = build_sft_trainer(config, base=lm.model, loader=loader, rank=stage.rank, alpha=stage.alpha)
+    loader = ConversationLoader(examples, lm.tokenizer, seq_len=config.seq_len, global_batch=config.rows_per_rank(1),
+                                seed=recipe.seed, too_long=TooLong.SKIP)
+    trainer, fingerprint = build_sft_trainer(config, base=lm.model, loader=loader, rank=stage.rank, alpha=stage.alpha)
     trainer.run(resume=ckpt.latest_checkpoint(config.run_dir) is not None)
+    adapter = save_lora_adapter(trainer, out / ADAPTER_FILE, fingerprint)
     with trainer.eval_model() as model:
         merged = merge_lora(model)
         save_checkpoint(out / "model", model.config, model.state_dict(), tokenizer=lm.tokenizer,
                         extra={"sft_steps": trainer.step, "lora_rank": stage.rank})
     losses = [r["loss"] for r in read_metrics(out / "run" / METRICS_FILE)]
-    return {"model_dir": str(out / "model"), "examples": len(examples), "skipped": loader.skipped,
+    return {"model_dir": str(out / "model"), "adapter": str(adapter), "base_fingerprint": fingerprint,
+            "examples": len(examples), "examples_per_source": counts, "skipped": loader.skipped,
             "steps": trainer.step, "loss_first": losses[0], "loss_last": losses[-1], "merged_layers": merged}
 
 

@@ -22,7 +22,8 @@ the model is a preset with changes or the model of an earlier stage, optionally 
 as a larger rope_theta), upcycle (dense -> MoE), distill (train with objective kd and `teacher: <stage>`),
 eval (held-out perplexity of named stages); post-training (pipelines/posttrain.py): synth (rejection-sampled
 chat examples a verifier accepts), sft (LoRA SFT merged into the weights), rl (synchronous RLOO), tasks (the
-evaluation registry's tasks on model stages, or base:<model>). Every reference must name an earlier stage of a fitting kind;
+evaluation registry's tasks on model stages, or base:<model>), package (an sft stage's adapter as a bundled
+model with its sidecar). Every reference must name an earlier stage of a fitting kind;
 all of it is checked when the recipe loads, before anything runs. Running it: `openafm.pipelines.run`.
 """
 
@@ -41,6 +42,7 @@ from openafm.data.sources import SOURCES
 from openafm.errors import ConfigError
 from openafm.eval.registry import get_task
 from openafm.io import read_yaml
+from openafm.pipelines.sft_data import Builtin, check_sizes, is_builtin
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import PromptSource
 from openafm.train.config import TrainConfig
@@ -58,11 +60,11 @@ class StageKind(str, enum.Enum):
     SFT = "sft"            # LoRA SFT on chat examples, merged into the weights
     RL = "rl"              # synchronous RLOO (openafm.rl.run)
     TASKS = "tasks"        # the evaluation registry's tasks on model stages (or base:<model>)
+    PACKAGE = "package"    # an sft stage's adapter as a bundled model: bfloat16 adapter + sidecar (pipelines/package.py)
 
 
 # stages whose output is a model
 MODEL_KINDS = (StageKind.TRAIN, StageKind.UPCYCLE, StageKind.DISTILL, StageKind.SFT, StageKind.RL)
-BFCL_DATA = "bfcl"           # an sft stage's built-in data: BFCL's train split as tool-call chat examples
 BASE_PREFIX = "base:"        # a `tasks` stage's model that is no stage: base:<what openafm.load accepts>
 
 
@@ -250,7 +252,8 @@ class SFTStage:
     kind: StageKind = StageKind.SFT
     model: str | None = None
     from_: str | None = None
-    data: list[str]                        # synth stages, JSONL files of chat examples, or bfcl
+    data: list[str]                        # synth stages, JSONL files of chat examples, built-in sets (sft_data.py)
+    sizes: dict[str, int] = dataclasses.field(default_factory=dict)   # examples drawn from a sized built-in set
     rank: int = 16
     alpha: float | None = None
     sft: dict[str, Any] = dataclasses.field(default_factory=dict)     # TrainConfig keys (steps, batch_size, ...)
@@ -274,6 +277,16 @@ class TasksStage:
     limit: int = 32
 
 
+@dataclasses.dataclass(kw_only=True)
+class PackageStage:
+    name: str
+    kind: StageKind = StageKind.PACKAGE
+    from_: str                             # the sft stage whose adapter ships
+    bundle: str                            # the name openafm.load will accept (checkpoint/bundled.py)
+    figures: list[str] = dataclasses.field(default_factory=list)    # tasks stages whose results the sidecar quotes
+    install_dir: str | None = None         # also copy the two files here (the package's model_weights folder)
+
+
 def _check_model_source(stage) -> None:
     if (stage.model is None) == (stage.from_ is None):
         raise ConfigError(f"stage {stage.name!r}: a {stage.kind.value} stage takes exactly one of model (what "
@@ -289,7 +302,9 @@ def _validate_posttrain(stage) -> None:
         raise ConfigError(f"stage {stage.name!r}: n={stage.n} and k={stage.k} must be >= 1")
     if isinstance(stage, SFTStage):
         if not stage.data:
-            raise ConfigError(f"stage {stage.name!r}: data is empty; name synth stages or JSONL files")
+            raise ConfigError(f"stage {stage.name!r}: data is empty; name synth stages, JSONL files or built-in sets "
+                              f"{[b.value for b in Builtin]}")
+        check_sizes(stage.sizes, stage.data, f"stage {stage.name!r}")
         TrainConfig.from_dict({"model": "-", "run_dir": "-", "steps": 1, "batch_size": 1, "seq_len": 1, **stage.sft})
     if isinstance(stage, RLStage):
         taken = sorted({"model", "run_dir"} & set(stage.rl))
@@ -306,10 +321,10 @@ def _validate_posttrain(stage) -> None:
 STAGE_CLASSES = {StageKind.CORPUS: CorpusStage, StageKind.TOKENIZER: TokenizerStage, StageKind.SHARDS: ShardsStage,
                  StageKind.TRAIN: TrainStage, StageKind.DISTILL: TrainStage, StageKind.UPCYCLE: UpcycleStage,
                  StageKind.EVAL: EvalStage, StageKind.SYNTH: SynthStage, StageKind.SFT: SFTStage,
-                 StageKind.RL: RLStage, StageKind.TASKS: TasksStage}
+                 StageKind.RL: RLStage, StageKind.TASKS: TasksStage, StageKind.PACKAGE: PackageStage}
 
 Stage = (CorpusStage | TokenizerStage | ShardsStage | TrainStage | UpcycleStage | EvalStage | SynthStage | SFTStage
-         | RLStage | TasksStage)
+         | RLStage | TasksStage | PackageStage)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -317,6 +332,7 @@ class Recipe:
     run_dir: str
     seed: int = 0
     stages: list[Any]
+    source: str = "recipe"       # where it was read from (a YAML path), for provenance
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -381,12 +397,18 @@ def validate(recipe: Recipe) -> None:
             _check_ref(recipe, s, "shards", s.shards, (StageKind.SHARDS,), seen)
             for m in s.models:
                 _check_ref(recipe, s, "models", m, MODEL_KINDS, seen)
+        elif isinstance(s, PackageStage):
+            _check_ref(recipe, s, "from", s.from_, (StageKind.SFT,), seen)
+            for ref in s.figures:
+                _check_ref(recipe, s, "figures", ref, (StageKind.TASKS,), seen)
+            if not s.bundle or "/" in s.bundle:
+                raise ConfigError(f"stage {s.name!r}: bundle={s.bundle!r} must be a model name without '/'")
         elif isinstance(s, (SynthStage, SFTStage, RLStage, TasksStage)):
             _validate_posttrain(s)
             if getattr(s, "from_", None) is not None:
                 _check_ref(recipe, s, "from", s.from_, MODEL_KINDS, seen)
             for ref in getattr(s, "data", []):
-                if not ref.endswith(".jsonl") and ref != BFCL_DATA:
+                if not ref.endswith(".jsonl") and not is_builtin(ref):
                     _check_ref(recipe, s, "data", ref, (StageKind.SYNTH,), seen)
             for m in getattr(s, "models", []):
                 if not m.startswith(BASE_PREFIX):
@@ -404,7 +426,7 @@ def recipe_from_dict(data: Any, source: str = "recipe") -> Recipe:
                           f"'x-...' keys holding YAML anchors")
     if "run_dir" not in data or not isinstance(data.get("stages"), list) or not data["stages"]:
         raise ConfigError(f"{source}: needs run_dir and a non-empty list of stages")
-    recipe = Recipe(run_dir=str(data["run_dir"]), seed=int(data.get("seed", 0)),
+    recipe = Recipe(run_dir=str(data["run_dir"]), seed=int(data.get("seed", 0)), source=source,
                     stages=[parse_stage(s, i) for i, s in enumerate(data["stages"])])
     validate(recipe)
     return recipe

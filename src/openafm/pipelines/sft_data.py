@@ -1,0 +1,96 @@
+"""The data an sft stage trains on, as one list of conversations: synth stages' verified samples, JSONL files, and
+the built-in sets the project generates itself (each from its train split only, so no held-out item is trained on).
+
+    - name: sft
+      kind: sft
+      data: [synth-math, bfcl, guided, tool-rounds, udhr, extra.jsonl]
+      sizes: {guided: 1600, tool-rounds: 1600}          # examples drawn from a built-in set (default: DEFAULT_SIZES)
+
+Built-in sets (Builtin):
+    bfcl          BFCL's train questions as verified single-turn tool calls (rl/synthesis/tool_data.py); all of them
+    guided        @generable types with their schema injected as a session injects it (data/guided.py)
+    tool-rounds   tool round trips in a session's transcript format: call once, read the result, answer; answer
+                  without a call when no tool fits; answer a follow-up from the result (data/tool_rounds.py)
+    udhr          multilingual: UDHR translation and answer-in-a-language prompts with the reference text as the
+                  answer (rl/multilingual_prompts.py), split by article
+
+Single-turn examples become two- or three-message conversations, so one loader (train/adapter_toolkit.py's) renders
+every example with the chat template and puts the loss on each assistant turn.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from openafm.data.chat import ChatExample, read_chat_jsonl
+from openafm.data.conversations import Conversation
+from openafm.data.guided import GuidedDataset
+from openafm.data.tool_rounds import tool_round_conversations
+from openafm.errors import ConfigError
+from openafm.rl.multilingual_prompts import udhr_prompts
+from openafm.rl.synthesis.tool_data import bfcl_sft_examples
+from openafm.splits import Split
+
+
+class Builtin(str, enum.Enum):
+    BFCL = "bfcl"
+    GUIDED = "guided"
+    TOOL_ROUNDS = "tool-rounds"
+    UDHR = "udhr"
+
+
+DEFAULT_SIZES = {Builtin.GUIDED: 1000, Builtin.TOOL_ROUNDS: 1000}
+SIZED = frozenset(DEFAULT_SIZES)             # the sets drawn by count; bfcl and udhr give all their train items
+
+
+def is_builtin(ref: str) -> bool:
+    return ref in {b.value for b in Builtin}
+
+
+def check_sizes(sizes: Mapping[str, int], data: Sequence[str], where: str) -> None:
+    """Every sizes key names a sized built-in set that `data` uses, with a count >= 1."""
+    for name, n in sizes.items():
+        if name not in {b.value for b in SIZED}:
+            raise ConfigError(f"{where}: sizes.{name}: only {sorted(b.value for b in SIZED)} are drawn by count")
+        if name not in data:
+            raise ConfigError(f"{where}: sizes.{name} is set but data does not use {name!r}")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ConfigError(f"{where}: sizes.{name}={n!r} must be an integer >= 1")
+
+
+def as_conversation(example: ChatExample) -> Conversation:
+    """A single-turn example as a conversation (system turn only when the example has one)."""
+    system = [{"role": "system", "content": example.system}] if example.system is not None else []
+    return Conversation(tuple(system + [{"role": "user", "content": example.prompt},
+                                        {"role": "assistant", "content": example.response}]), example.where)
+
+
+def builtin_conversations(name: str, *, n: int | None, seed: int) -> list[Conversation]:
+    """The built-in set `name` (train split): n examples of a sized set (its default when None), all of the others."""
+    kind = Builtin(name)
+    if kind is Builtin.BFCL:
+        return [as_conversation(e) for e in bfcl_sft_examples(split=Split.TRAIN)[0]]
+    if kind is Builtin.UDHR:
+        return [as_conversation(ChatExample(r.prompt, r.target, r.source)) for r in udhr_prompts(Split.TRAIN)]
+    n = DEFAULT_SIZES[kind] if n is None else n
+    if kind is Builtin.GUIDED:
+        return [as_conversation(e) for e in GuidedDataset(seed, Split.TRAIN, n)]
+    return tool_round_conversations(n, seed=seed, split=Split.TRAIN)
+
+
+def sft_conversations(data: Sequence[str], sizes: Mapping[str, int], outputs: Mapping[str, dict], *,
+                      seed: int) -> tuple[list[Conversation], dict[str, int]]:
+    """Every example the refs name -> (conversations, {ref: how many})."""
+    out: list[Conversation] = []
+    counts: dict[str, int] = {}
+    for ref in data:
+        if is_builtin(ref):
+            got = builtin_conversations(ref, n=sizes.get(ref), seed=seed)
+        else:
+            path = Path(outputs[ref]["data"]) if ref in outputs else Path(ref)
+            got = [as_conversation(e) for e in read_chat_jsonl(path)]
+        counts[ref] = len(got)
+        out += got
+    return out, counts
