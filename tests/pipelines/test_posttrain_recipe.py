@@ -16,6 +16,7 @@ from openafm.data.chat import read_chat_jsonl
 from openafm.errors import ConfigError
 from openafm.pipelines.recipe import load_recipe, recipe_from_dict
 from openafm.pipelines.run import run_recipe
+from openafm.rl.rewards.registry import UnknownRewardError
 from tiny import make_tiny
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,11 +116,13 @@ def test_sft_draws_the_builtin_sets_and_the_package_stage_refuses_a_base_that_is
     (lambda r: r["stages"][1].update(data=["synth"], sizes={"guided": 2}), "data does not use 'guided'"),
     (lambda r: r["stages"][2].update({"from": "synth"}), "'synth' is a synth stage"),
     (lambda r: r["stages"][2].update(bundle="a/b"), "bundle='a/b'"),
+    (lambda r: r["stages"][0].update(reward="nope"), "unknown reward 'nope'; known rewards: chrf"),
+    (lambda r: r["stages"][2].update(kind="bogus"), "unknown kind 'bogus'"),
 ])
 def test_bad_default_recipe_stages_are_named(tmp_path, base, edit, message):
     data = default_like(tmp_path, base)
     edit(data)
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises((ConfigError, UnknownRewardError), match=message):
         recipe_from_dict(data)
 
 

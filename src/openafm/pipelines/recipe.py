@@ -45,6 +45,7 @@ from openafm.io import read_yaml
 from openafm.pipelines.sft_data import Builtin, check_sizes, is_builtin
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import PromptSource
+from openafm.rl.rewards.registry import REWARDS, UnknownRewardError
 from openafm.train.config import TrainConfig
 
 
@@ -300,6 +301,8 @@ def _validate_posttrain(stage) -> None:
         _check_model_source(stage)
     if isinstance(stage, SynthStage) and (stage.n < 1 or stage.k < 1):
         raise ConfigError(f"stage {stage.name!r}: n={stage.n} and k={stage.k} must be >= 1")
+    if isinstance(stage, SynthStage) and stage.reward not in REWARDS:
+        raise UnknownRewardError(stage.reward, sorted(REWARDS))
     if isinstance(stage, SFTStage):
         if not stage.data:
             raise ConfigError(f"stage {stage.name!r}: data is empty; name synth stages, JSONL files or built-in sets "
