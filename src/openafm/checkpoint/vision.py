@@ -16,14 +16,14 @@ import torch
 from safetensors import safe_open
 
 from openafm.checkpoint.atomic import save_safetensors_atomic
-from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.checkpoint.packaged import BUNDLED, RAW_MODEL
 from openafm.errors import CheckpointError
 from openafm.models.vlm import VisionTower, VisionTowerConfig
 
 FORMAT = "openafm.vision_tower"
 VERSION = "1"
 PACKAGED_DIR = Path(__file__).parent / "vision_weights"
-PACKAGED_TOWERS = {DEFAULT_MODEL: "smollm2-135m-instruct.safetensors"}     # decoder name -> file in PACKAGED_DIR
+PACKAGED_TOWERS = {RAW_MODEL: "smollm2-135m-instruct.safetensors"}     # decoder name -> file in PACKAGED_DIR
 TRAIN_HINT = "make vision-weights   (runs `openafm vlm train`, a few minutes on a CPU)"
 
 
@@ -59,13 +59,19 @@ def load_tower(path: str | Path, *, decoder: str | None = None) -> VisionTower:
     return tower.eval().requires_grad_(False)
 
 
+def tower_decoder(decoder: str) -> str:
+    """The decoder a tower must have been trained for to serve `decoder`: a bundled model's towers are its base's
+    (its adapter leaves the token embeddings, the space the tower projects into, unchanged)."""
+    return BUNDLED[decoder].base if decoder in BUNDLED and decoder not in PACKAGED_TOWERS else decoder
+
+
 def packaged_tower_path(decoder: str) -> Path | None:
     """The shipped tower file for a decoder name, or None where none ships (or it is not built yet)."""
-    name = PACKAGED_TOWERS.get(decoder)
+    name = PACKAGED_TOWERS.get(tower_decoder(decoder))
     path = PACKAGED_DIR / name if name else None
     return path if path is not None and path.is_file() else None
 
 
 def packaged_tower(decoder: str) -> VisionTower | None:
     path = packaged_tower_path(decoder)
-    return load_tower(path, decoder=decoder) if path is not None else None
+    return load_tower(path, decoder=tower_decoder(decoder)) if path is not None else None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from openafm.api import PACKAGED
+from openafm.api import DEFAULT_MODEL, PACKAGED
+from openafm.checkpoint.packaged import BUNDLED
 from openafm.commands.inspect import inspect_file, print_inspection
 from openafm.config import dump_flat
 from openafm.models.build import build_model
@@ -32,11 +33,13 @@ def run_models(args) -> int:
         return 0
     if args.describe:
         return _describe(args.describe)
-    print(f"{'name':26s} {'kind':12s} {'params':>9s}  plan")
+    print(f"{'name':32s} {'kind':12s} {'params':>9s}  plan")
     for name in sorted(set(PRESETS) | set(PACKAGED)):
-        config = get_preset(name)
-        kind = "packaged" if name in PACKAGED else "config-only" if name in CONFIG_ONLY else "preset"
-        print(f"{name:26s} {kind:12s} {_human(config.param_count()):>9s}  {_plan_summary(config)}")
+        config = get_preset(BUNDLED[name].base if name in BUNDLED else name)
+        kind = ("bundled" if name in BUNDLED else "packaged" if name in PACKAGED else
+                "config-only" if name in CONFIG_ONLY else "preset")
+        shown = f"{name} (default)" if name == DEFAULT_MODEL else name
+        print(f"{shown:32s} {kind:12s} {_human(config.param_count()):>9s}  {_plan_summary(config)}")
     return 0
 
 

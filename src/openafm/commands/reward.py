@@ -12,7 +12,7 @@ import torch
 
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.load import load_model
-from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.checkpoint.packaged import RAW_MODEL
 from openafm.io import read_jsonl, write_jsonl
 from openafm.rl.preference.fit import FIT_FILE, FitConfig, fit
 from openafm.rl.preference.model import PreferenceKind, RewardModel
@@ -59,7 +59,7 @@ def register(sub) -> None:
                    help=f"comma-separated sources to build pairs from ({', '.join(s.value for s in Source)})")
     t.add_argument("--n", type=int, default=64, help="training prompts per source (default 64)")
     t.add_argument("--heldout", type=int, default=None, help="held-out prompts per source (default n // 4)")
-    t.add_argument("--model", default=DEFAULT_MODEL, help=f"the trunk (default {DEFAULT_MODEL}); the policy's "
+    t.add_argument("--model", default=RAW_MODEL, help=f"the trunk (default {RAW_MODEL}, the pipeline's base); the policy's "
                                                           f"tokenizer must be this model's")
     t.add_argument("--train-layers", type=int, default=2, help="top trunk layers trained (default 2)")
     t.add_argument("--epochs", type=int, default=4, help="passes over the training pairs (default 4)")

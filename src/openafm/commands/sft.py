@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from openafm.checkpoint.load import load_model
-from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.checkpoint.packaged import RAW_MODEL
 from openafm.data.chat import read_chat_jsonl
 from openafm.data.guided import GuidedDataset
 from openafm.io import read_jsonl
@@ -77,7 +77,7 @@ def register(sub) -> None:
     p.add_argument("--method", default=Method.LORA.value, choices=[m.value for m in Method],
                    help="lora (default): adapters on the frozen base; full: every weight")
     p.add_argument("--data", default=GUIDED, help="'guided' (default), 'bfcl' or a JSONL file of {prompt, response}")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"the base model (default {DEFAULT_MODEL}); it needs a "
+    p.add_argument("--model", default=RAW_MODEL, help=f"the base model (default {RAW_MODEL}, the pipeline's base); it needs a "
                                                           f"tokenizer with a chat template")
     p.add_argument("--rank", type=int, default=None, help=f"LoRA rank (default {DEFAULT_RANK})")
     p.add_argument("--alpha", type=float, default=None, help="LoRA alpha (default 2 x rank)")

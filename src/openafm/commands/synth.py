@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from openafm.checkpoint.load import load_model
-from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.checkpoint.packaged import RAW_MODEL
 from openafm.data.instructions import instruction_prompts
 from openafm.io import read_jsonl
 from openafm.rl.synthesis.rejection import SynthPrompt, Verifier, model_sampler, rejection_sample, write_synth_jsonl
@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--prompts", default=INSTRUCTIONS, help=f"{INSTRUCTIONS} (default), {MATH} or a JSONL file")
     p.add_argument("--n", type=int, default=64, help="prompts to draw (instructions, math; default 64)")
     p.add_argument("--k", type=int, default=8, help="samples per prompt (default 8)")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"the sampling model (default {DEFAULT_MODEL})")
+    p.add_argument("--model", default=RAW_MODEL, help=f"the sampling model (default {RAW_MODEL}, the pipeline's base)")
     p.add_argument("--max-tokens", type=int, default=256, help="most new tokens per sample (default 256)")
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature, > 0 (default 0.8)")
     p.add_argument("--top-p", type=float, default=0.95, help="nucleus mass (default 0.95)")

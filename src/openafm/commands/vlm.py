@@ -14,7 +14,7 @@ import torch
 
 from openafm.checkpoint.clip import load_vision_encoder
 from openafm.checkpoint.load import load_model
-from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.checkpoint.packaged import RAW_MODEL
 from openafm.checkpoint.vision import PACKAGED_DIR, PACKAGED_TOWERS, save_tower
 from openafm.models.image_views import Resolution
 from openafm.models.vision import get_vision_preset
@@ -29,7 +29,7 @@ EPILOG = f"""train: the tower (encoder + adapter) learns to answer "What emoji i
 facebook and Noto-font styles) and "What word is written in the image?" (words in DejaVu Sans faces) with the
 decoder frozen; it is then scored on the held-out twitter style and the held-out Serif faces, and written (float16)
 with a sidecar JSON holding this command line and the figures. The default --out is the packaged file sessions
-load ({PACKAGED_DIR.name}/{PACKAGED_TOWERS[DEFAULT_MODEL]}).
+load ({PACKAGED_DIR.name}/{PACKAGED_TOWERS[RAW_MODEL]}).
 
 joint: encoder + adapter + a compact decoder trained together on the report's mix (60% text, 10% interleaved,
 28.5% captions, 1.5% question-answer), after a text-only warm start; prints held-out text perplexity before and
@@ -48,7 +48,8 @@ def register(sub) -> None:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     vs = v.add_subparsers(dest="vlm_command", required=True)
     t = vs.add_parser("train", help="train a vision tower against a frozen decoder (stage 3)")
-    t.add_argument("--model", default=DEFAULT_MODEL, help=f"the decoder (default {DEFAULT_MODEL})")
+    t.add_argument("--model", default=RAW_MODEL,
+                   help=f"the decoder (default {RAW_MODEL}; its tower also serves the models bundled on it)")
     t.add_argument("--out", default=None, help="tower file to write (default: the packaged file for --model)")
     t.add_argument("--vision", default="vision-small", help="vision encoder preset (default vision-small)")
     t.add_argument("--encoder", default=None,
