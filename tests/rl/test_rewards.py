@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import reasoning_gym
 
+from openafm.data.guided import guided_example
 from openafm.data.instructions import Constraint, Kind, Relation, instruction_prompts
 from openafm.errors import ConfigError
 from openafm.rl.rewards.registry import (
@@ -16,6 +17,8 @@ from openafm.rl.rewards.registry import (
     extracted,
     make_reward,
 )
+from openafm.rl.prompts import PromptSource, build_prompts
+from openafm.splits import Split
 
 
 @pytest.mark.parametrize("response, answer", [
@@ -97,3 +100,24 @@ def test_last_number_extraction_reads_prose_answers():
     assert extracted("Answer: 5 apples, 6 pears", "marker", "Answer:") == "5 apples, 6 pears"
     with pytest.raises(ValueError, match="'first-number'"):
         make_reward("math", extract="first-number")
+
+
+def test_guided_reward_pays_for_valid_and_real_content_only():
+    reward = make_reward("guided")
+    schema = {"type": "object", "properties": {"name": {"type": "string"},
+                                               "tags": {"type": "array", "items": {"type": "string"}}},
+              "required": ["name", "tags"]}
+    target = {"schema": schema, "counts": [["tags", 2]]}
+    assert reward("", '{"name": "Ann", "tags": ["a", "b"]}', target) == 1.0
+    assert reward("", '{"name": "Ann", "tags": ["a", "a"]}', target) == 0.5      # valid, but a repeat
+    assert reward("", '{"name": "Ann", "tags": ["a"]}', target) == 0.5           # the asked count missed
+    assert reward("", '{"name": "Ann"}', target) == 0.0                          # not valid
+    assert reward("", "Sure! Here it is", target) == 0.0                         # not JSON
+    records = build_prompts(PromptSource.GUIDED, {}, Split.TRAIN, size=4, seed=0)
+    for r in records:        # the generator's own instance is a perfect answer to its prompt
+        assert reward(r.prompt, guided_response(r.where), r.target) == 1.0
+
+
+def guided_response(where: str) -> str:
+    _, split, _, seed, index = where.split()
+    return guided_example(int(seed), int(index.lstrip("#")), Split(split)).response

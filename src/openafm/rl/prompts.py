@@ -14,6 +14,9 @@ Sources (PromptSource) and their options:
                     the bfcl_*_heldout eval tasks). Target: {"truth", "functions"} for the tool-call reward.
     udhr            kinds (default both), languages (default all but English): UDHR translation / answer-in-a-
                     language prompts (rl/multilingual_prompts.py), split by article. Target: the reference text.
+    guided          no options: @generable requests with their schema injected as a session injects it
+                    (data/guided.py), split by schema (that module's rule). Target: {"schema", "counts"} for the
+                    guided reward.
     file            path: JSONL of {"prompt": str, "target": any, "system": optional str}; the file is the train
                     pool, `heldout_path` (optional) the held-out one.
 
@@ -28,10 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from openafm.data.guided import guided_example
 from openafm.data.instructions import instruction_prompts
 from openafm.errors import ConfigError
 from openafm.eval.bfcl_data import load_category, package_info
@@ -55,6 +60,7 @@ class PromptSource(str, enum.Enum):
     INSTRUCTIONS = "instructions"
     BFCL = "bfcl"
     UDHR = "udhr"
+    GUIDED = "guided"
     FILE = "file"
 
 
@@ -71,6 +77,7 @@ OPTIONS = {PromptSource.REASONING_GYM: {"dataset", "config", "hint"},
            PromptSource.INSTRUCTIONS: {"most"},
            PromptSource.BFCL: {"categories"},
            PromptSource.UDHR: {"kinds", "languages"},
+           PromptSource.GUIDED: set(),
            PromptSource.FILE: {"path", "heldout_path"}}
 
 
@@ -96,6 +103,8 @@ def build_prompts(source: PromptSource | str, options: Mapping[str, Any], split:
         return _bfcl(options, split)[:size]
     if source is PromptSource.UDHR:
         return _udhr(options, split)[:size]
+    if source is PromptSource.GUIDED:
+        return [_guided(guided_example(seed, i, split)) for i in range(size)]
     if source is PromptSource.FILE:
         key = "path" if split is Split.TRAIN else "heldout_path"
         if key not in options:
@@ -155,6 +164,11 @@ def _udhr(options: Mapping[str, Any], split: Split) -> list[PromptRecord]:
     kinds = [UDHRKind(k) for k in options.get("kinds", [k.value for k in UDHRKind])]
     records = udhr_prompts(split, languages=options.get("languages"), kinds=kinds)
     return [PromptRecord(r.prompt, r.target, r.source, key=r.source) for r in records]
+
+
+def _guided(ex) -> PromptRecord:
+    return PromptRecord(ex.prompt, {"schema": ex.schema, "counts": [list(c) for c in ex.counts]}, ex.where,
+                        key=json.dumps(ex.schema, sort_keys=True))
 
 
 def _file(path: Path) -> list[PromptRecord]:

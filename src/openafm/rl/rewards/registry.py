@@ -24,11 +24,15 @@ system call the same functions.
     tool-call       whatever `checker` reads     1.0 if checker(response, target) else 0.0; the checker is passed
                                                  in (the BFCL AST match lives with the evaluation code)
     reward-model    ignored                      scorer(prompt, response): a trained reward model's score
+    guided          {"schema": JSON Schema,      1.0 when the response is JSON valid for the schema with no degenerate
+                     "counts": [[field, n]]}     fill (eval/guided_quality: empty strings, repeats, an asked count
+                                                 missed, blank keys); 0.5 valid but degenerate; 0.0 otherwise
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +43,7 @@ from sacrebleu.metrics import CHRF
 
 from openafm.data.instructions import Constraint, check
 from openafm.errors import ConfigError, OpenAFMError
+from openafm.eval.guided_quality import degeneracies
 
 RewardFn = Callable[[str, str, Any], float]          # (prompt, response, target) -> reward
 
@@ -209,6 +214,23 @@ def reward_model_reward(*, scorer: Callable[[str, str], float] | None = None) ->
     return reward
 
 
+def guided_reward(*, degenerate: float = 0.5) -> RewardFn:
+    """Schema validity plus real content (a @generable request answered with JSON)."""
+    import jsonschema
+
+    def reward(prompt: str, response: str, target: Any) -> float:
+        if not isinstance(target, Mapping) or not isinstance(target.get("schema"), Mapping):
+            raise ValueError(f"the guided reward needs {{'schema': ..., 'counts': [...]}} as target, got {target!r}")
+        try:
+            value = json.loads(response)
+            jsonschema.validate(value, target["schema"])
+        except (ValueError, jsonschema.ValidationError):
+            return 0.0
+        counts = [tuple(c) for c in target.get("counts", ())]
+        return degenerate if degeneracies(value, dict(target["schema"]), counts=counts) else 1.0
+    return reward
+
+
 REWARDS: dict[str, Callable[..., RewardFn]] = {
     "math": math_reward,
     "instructions": instructions_reward,
@@ -216,6 +238,7 @@ REWARDS: dict[str, Callable[..., RewardFn]] = {
     "chrf": chrf_reward,
     "tool-call": tool_call_reward,
     "reward-model": reward_model_reward,
+    "guided": guided_reward,
 }
 
 
