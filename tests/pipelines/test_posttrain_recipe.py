@@ -111,7 +111,7 @@ def test_sft_draws_the_builtin_sets_and_the_package_stage_refuses_a_base_that_is
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda r: r["stages"][1].update(sizes={"bfcl": 3}), "only \\['guided', 'tool-rounds'\\] are drawn by count"),
+    (lambda r: r["stages"][1].update(sizes={"bfcl": 3}), "sizes.bfcl: only .*'math-steps'.* drawn by count"),
     (lambda r: r["stages"][1].update(sizes={"guided": 0}), "sizes.guided=0 must be an integer >= 1"),
     (lambda r: r["stages"][1].update(data=["synth"], sizes={"guided": 2}), "data does not use 'guided'"),
     (lambda r: r["stages"][2].update({"from": "synth"}), "'synth' is a synth stage"),
@@ -128,7 +128,7 @@ def test_bad_default_recipe_stages_are_named(tmp_path, base, edit, message):
 
 def test_the_shipped_default_model_recipe_validates():
     recipe = load_recipe(ROOT / "recipes" / "default-model.yaml")
-    assert [s.kind.value for s in recipe.stages] == ["synth", "synth", "sft", "package"]
+    assert [s.kind.value for s in recipe.stages] == ["synth", "sft", "package"]
     sft = recipe.stage("sft")
-    assert sft.rank == 32 and {"guided", "tool-rounds", "bfcl", "udhr"} <= set(sft.data)
+    assert sft.rank == 32 and {"guided", "tool-rounds", "bfcl", "udhr", "math-steps"} <= set(sft.data)
     assert recipe.stage("package").bundle == "openafm-135m"

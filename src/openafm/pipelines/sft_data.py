@@ -13,6 +13,9 @@ Built-in sets (Builtin):
                   without a call when no tool fits; answer a follow-up from the result (data/tool_rounds.py)
     udhr          multilingual: UDHR translation and answer-in-a-language prompts with the reference text as the
                   answer (rl/multilingual_prompts.py), split by article
+    math-steps    reasoning-gym chain_sum questions (train split of rl/prompts.py) answered with a short chain of
+                  thought computed from the expression, one operation a step: "15 - 43 = -28. -28 - 75 = -103.
+                  The answer is -103." (correct by construction, unlike sampled chains that only end right)
 
 Single-turn examples become two- or three-message conversations, so one loader (train/adapter_toolkit.py's) renders
 every example with the chat template and puts the loss on each assistant turn.
@@ -30,6 +33,7 @@ from openafm.data.guided import GuidedDataset
 from openafm.data.tool_rounds import tool_round_conversations
 from openafm.errors import ConfigError
 from openafm.rl.multilingual_prompts import udhr_prompts
+from openafm.rl.prompts import PromptSource, build_prompts
 from openafm.rl.synthesis.tool_data import bfcl_sft_examples
 from openafm.splits import Split
 
@@ -39,9 +43,11 @@ class Builtin(str, enum.Enum):
     GUIDED = "guided"
     TOOL_ROUNDS = "tool-rounds"
     UDHR = "udhr"
+    MATH_STEPS = "math-steps"
 
 
-DEFAULT_SIZES = {Builtin.GUIDED: 1000, Builtin.TOOL_ROUNDS: 1000}
+DEFAULT_SIZES = {Builtin.GUIDED: 1000, Builtin.TOOL_ROUNDS: 1000, Builtin.MATH_STEPS: 500}
+MATH_STEPS_SOURCE = {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 4, "max_digits": 3}, "hint": ""}
 SIZED = frozenset(DEFAULT_SIZES)             # the sets drawn by count; bfcl and udhr give all their train items
 
 
@@ -77,7 +83,24 @@ def builtin_conversations(name: str, *, n: int | None, seed: int) -> list[Conver
     n = DEFAULT_SIZES[kind] if n is None else n
     if kind is Builtin.GUIDED:
         return [as_conversation(e) for e in GuidedDataset(seed, Split.TRAIN, n)]
+    if kind is Builtin.MATH_STEPS:
+        records = build_prompts(PromptSource.REASONING_GYM, MATH_STEPS_SOURCE, Split.TRAIN, size=n, seed=seed)
+        return [as_conversation(ChatExample(r.prompt, math_steps(r.target["metadata"]["expression"]), r.where))
+                for r in records]
     return tool_round_conversations(n, seed=seed, split=Split.TRAIN)
+
+
+def math_steps(expression: str) -> str:
+    """A chain of + and - on integers worked left to right, one operation a sentence, ending with the answer."""
+    parts = expression.split()
+    if len(parts) < 3 or len(parts) % 2 == 0 or any(op not in "+-" for op in parts[1::2]):
+        raise ValueError(f"math_steps takes 'a + b - c ...' with integer terms, got {expression!r}")
+    total, steps = int(parts[0]), []
+    for op, term in zip(parts[1::2], parts[2::2], strict=True):
+        new = total + int(term) if op == "+" else total - int(term)
+        steps.append(f"{total} {op} {term} = {new}.")
+        total = new
+    return " ".join(steps) + f" The answer is {total}."
 
 
 def sft_conversations(data: Sequence[str], sizes: Mapping[str, int], outputs: Mapping[str, dict], *,
