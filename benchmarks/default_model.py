@@ -1,0 +1,225 @@
+"""What post-training buys the default model, on held-out data only: each model of --models (default: the raw
+SmolLM2-135M-Instruct, and openafm-135m, made from it by recipes/default-model.yaml) on the same items, greedy.
+
+    python benchmarks/default_model.py --json                 # resumable: finished parts are kept in --out
+
+Parts (each item held out by construction: openafm.splits, tested in tests/test_heldout_disjoint.py):
+    bfcl          BFCL simple / multiple / parallel, held-out question ids, constrained decoding (AST accuracy)
+    tool_rounds   held-out tool families (data/tool_rounds.py) in an openafm.fm session with Apple's default
+                  tool_choice: success = exactly one call, the right tool and arguments, and an answer that
+                  contains the result's values
+    guided        held-out @generable schemas (data/guided.py) through session.respond(json_schema=...): valid and
+                  non-degenerate (eval/guided_quality.py: no empty strings, no repeated items, the asked count)
+    realworld     check-jsonschema's SchemaStore schemas as a session decodes them (structured decoding, 400 tokens)
+    ifeval        verifiable instructions, held-out prompts, prompt-level strict
+    math          reasoning-gym chain_sum held-out questions (the recipe trains on the train split) and
+                  gsm_symbolic (never trained on), last number exact
+    multilingual  held-out UDHR articles asked in another language: the answer's language (py3langid) matches
+    perplexity    held-out Debian Reference text
+
+Every rate comes with n and a 95% Wilson interval. Figures: bfcl_gain_points (min over the three categories),
+tool_single_call_rate, guided_nondegenerate_rate, realworld_valid_rate, if_gain_points, math_gain_points,
+multilingual_language_match, ppl_ratio_after — each for the last model of --models against the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+import _schemastore
+from _common import emit, log, parser
+import openafm
+from openafm import fm
+from openafm.checkpoint.load import load_model
+from openafm.data.guided import guided_example
+from openafm.data.pipeline.langid import identify
+from openafm.data.tool_rounds import tool_round_cases
+from openafm.eval.guided_quality import degeneracies
+from openafm.eval.harness import run_eval
+from openafm.eval.registry import get_task
+from openafm.eval.report import wilson_interval
+from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit, StructuredDecoding
+from openafm.rl.multilingual_prompts import Kind as UDHRKind
+from openafm.rl.multilingual_prompts import udhr_prompts
+from openafm.rl.prompts import PromptSource, build_prompts
+from openafm.rl.rewards.registry import Extract, extracted
+from openafm.rl.rollout import greedy_rows
+from openafm.runtime.constrained import GrammarConstraint, GrammarError
+from openafm.splits import Split
+
+ROOT = Path(__file__).resolve().parent.parent
+BFCL = ("simple", "multiple", "parallel")
+GREEDY = fm.GenerationOptions(sampling=fm.SamplingMode.greedy(), maximum_response_tokens=160)
+GREEDY_OBJECT = fm.GenerationOptions(sampling=fm.SamplingMode.greedy(), maximum_response_tokens=400)
+MATH = {"chain_sum": {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 3, "max_digits": 2}, "hint": ""},
+        "gsm_symbolic": {"dataset": "gsm_symbolic", "hint": ""}}
+
+
+def rate(hits: int, n: int) -> dict:
+    lo, hi = wilson_interval(hits, n)
+    return {"rate": hits / n if n else None, "hits": hits, "n": n, "ci95": [round(lo, 4), round(hi, 4)]}
+
+
+# --- parts ---------------------------------------------------------------------------------------------------
+
+def harness_tasks(name: str, out: Path, limit: int) -> dict:
+    tasks = [get_task(f"bfcl_{c}_heldout_constrained") for c in BFCL] + [get_task("ifeval"),
+                                                                           get_task("perplexity_heldout")]
+    lm = load_model(name)
+    summary = run_eval(lm, tasks, limit=limit, out=out / "harness",
+                       config={"model": name, "adapter": None, "dtype": "float32", "seed": 0})
+    return {t: {"value": s["value"], "n": s["n"], "ci95": s["ci95"]} for t, s in summary["tasks"].items()}
+
+
+async def _tool_case(model, case) -> dict:
+    session = fm.LanguageModelSession(model=model, tools=case.tools)
+    answer = await session.respond(case.question, options=GREEDY)
+    calls = [(t.name, args) for t in case.tools for args in t.calls]
+    name, args = case.expected_call
+    once = len(calls) == 1 and calls[0] == (name, args)
+    grounded = all(v.lower() in answer.lower() for v in case.result_values)
+    return {"where": case.where, "calls": calls, "answer": answer, "called_once_right": once,
+            "grounded": grounded, "success": once and grounded}
+
+
+def tool_rounds(name: str, n: int) -> dict:
+    model = fm.SystemLanguageModel(model=name)
+    rows = []
+    for case in tqdm(tool_round_cases(n, seed=0, split=Split.HELDOUT), desc=f"tool rounds {name}"):
+        rows.append(asyncio.run(_tool_case(model, case)))
+    return {"success": rate(sum(r["success"] for r in rows), len(rows)),
+            "called_once_right": rate(sum(r["called_once_right"] for r in rows), len(rows)),
+            "grounded": rate(sum(r["grounded"] for r in rows), len(rows)),
+            "mean_calls": sum(len(r["calls"]) for r in rows) / len(rows), "rows": rows}
+
+
+def guided(name: str, n: int) -> dict:
+    model = fm.SystemLanguageModel(model=name)
+    rows = []
+    for i in tqdm(range(n), desc=f"guided {name}"):
+        ex = guided_example(0, i, Split.HELDOUT)
+        session = fm.LanguageModelSession(model=model)
+        try:
+            out = asyncio.run(session.respond(ex.request, json_schema=ex.schema, options=GREEDY_OBJECT))
+            value, error = out.value(), None
+        except fm.GenerationError as e:
+            value, error = None, f"{type(e).__name__}: {e}"
+        problems = degeneracies(value, ex.schema, counts=ex.counts) if error is None else []
+        rows.append({"where": ex.where, "type": ex.type_name, "counts": ex.counts, "error": error,
+                     "problems": problems, "output": value})
+    ok = [r for r in rows if r["error"] is None]
+    return {"valid": rate(len(ok), n), "nondegenerate": rate(sum(not r["problems"] for r in ok), n),
+            "asked_counts": rate(sum(not any("asked for" in p for p in r["problems"]) for r in ok if r["counts"]),
+                                 sum(1 for r in rows if r["counts"])),
+            "rows": rows}
+
+
+def realworld(name: str, limit: int) -> dict:
+    lm = openafm.load(name)
+    result = _schemastore.run(lm, lm.tokenizer, limit, 0, 400, schema_cls=GenerationSchema,
+                              schema_error=InvalidGenerationSchemaError, constraint_cls=GrammarConstraint,
+                              grammar_error=GrammarError, fits={"narrowed": SchemaFit.NARROWED},
+                              decodings={"structured": StructuredDecoding()})
+    gen = result["generation"]["structured"]
+    return {"valid": rate(gen["validated"], result["generation"]["sample"]["size"]), "detail": gen}
+
+
+def math(name: str, n: int) -> dict:
+    lm = load_model(name)
+    tok = lm.tokenizer
+    out = {}
+    for label, options in MATH.items():
+        records = build_prompts(PromptSource.REASONING_GYM, options, Split.HELDOUT, size=n, seed=0)
+        prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": r.prompt}],
+                                                      add_generation_prompt=True)) for r in records]
+        rows = greedy_rows(lm.model, prompts, max_new_tokens=96, eos_token_ids=set(tok.eos_token_ids), batch=16)
+        hits = sum(extracted(tok.decode(row.text_ids), Extract.LAST_NUMBER, "") == str(r.target["answer"])
+                   for r, row in zip(records, rows, strict=True))
+        out[label] = rate(hits, len(records))
+    return out
+
+
+def multilingual(name: str, n: int) -> dict:
+    lm = load_model(name)
+    tok = lm.tokenizer
+    records = udhr_prompts(Split.HELDOUT, kinds=[UDHRKind.ANSWER_IN])[:n]
+    prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": r.prompt}], add_generation_prompt=True))
+               for r in records]
+    rows = greedy_rows(lm.model, prompts, max_new_tokens=96, eos_token_ids=set(tok.eos_token_ids), batch=16)
+    langs = [identify(tok.decode(row.text_ids))[0] for row in rows]
+    return {"language_match": rate(sum(got == r.lang for got, r in zip(langs, records, strict=True)), len(records)),
+            "languages": sorted({r.lang for r in records})}
+
+
+# --- the run -------------------------------------------------------------------------------------------------
+
+def part(out: Path, label: str, make) -> dict:
+    """A part's result, computed once and kept in OUT/<label>.json (a rerun skips it)."""
+    path = out / f"{label}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    t = time.perf_counter()
+    result = {**make(), "seconds": round(time.perf_counter() - t, 1)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1, ensure_ascii=False, default=str) + "\n")
+    return result
+
+
+def measure(name: str, out: Path, args) -> dict:
+    log(f"== {name}")
+    return {"harness": part(out, "harness", lambda: harness_tasks(name, out, args.limit)),
+            "tool_rounds": part(out, "tool_rounds", lambda: tool_rounds(name, args.n)),
+            "guided": part(out, "guided", lambda: guided(name, args.n)),
+            "math": part(out, "math", lambda: math(name, args.n)),
+            "multilingual": part(out, "multilingual", lambda: multilingual(name, args.n)),
+            "realworld": part(out, "realworld", lambda: realworld(name, args.realworld_limit))}
+
+
+def figures(before: dict, after: dict) -> dict:
+    h0, h1 = before["harness"], after["harness"]
+    points = {c: 100 * (h1[f"bfcl_{c}_heldout_constrained"]["value"] - h0[f"bfcl_{c}_heldout_constrained"]["value"])
+              for c in BFCL}
+    return {"bfcl_gain_points": min(points.values()), "bfcl_gain_points_by_category": points,
+            "tool_single_call_rate": after["tool_rounds"]["success"]["rate"],
+            "guided_nondegenerate_rate": after["guided"]["nondegenerate"]["rate"],
+            "guided_gain_points": 100 * (after["guided"]["nondegenerate"]["rate"]
+                                         - before["guided"]["nondegenerate"]["rate"]),
+            "realworld_valid_rate": after["realworld"]["valid"]["rate"],
+            "if_gain_points": 100 * (h1["ifeval"]["value"] - h0["ifeval"]["value"]),
+            "math_gain_points": 100 * (after["math"]["gsm_symbolic"]["rate"] - before["math"]["gsm_symbolic"]["rate"]),
+            "math_gain_points_chain_sum": 100 * (after["math"]["chain_sum"]["rate"]
+                                                 - before["math"]["chain_sum"]["rate"]),
+            "multilingual_language_match": after["multilingual"]["language_match"]["rate"],
+            "ppl_ratio_after": h1["perplexity_heldout"]["value"] / h0["perplexity_heldout"]["value"]}
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--models", default="smollm2-135m-instruct,openafm-135m",
+                   help="comma-separated models openafm.load accepts; figures compare the last with the first "
+                        "(one model: its parts only, kept in --out for a later comparison)")
+    p.add_argument("--n", type=int, default=100, help="items per session / math / multilingual part")
+    p.add_argument("--limit", type=int, default=100, help="items per harness task (BFCL, IFEval, perplexity windows)")
+    p.add_argument("--realworld-limit", type=int, default=26, help="SchemaStore schemas generated for (all: 26)")
+    p.add_argument("--out", default=str(ROOT / "runs" / "default-model-bench"), help="work folder (resumable)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not names:
+        raise SystemExit("--models names no model")
+    results = {name: measure(name, Path(args.out) / name, args) for name in names}
+    emit({"models": names, "split": "heldout", "decoding": "greedy",
+          "figures": figures(results[names[0]], results[names[-1]]) if len(names) > 1 else None,
+          "per_model": {n: {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in r.items()}
+                        for n, r in results.items()}}, args.json)
+
+
+if __name__ == "__main__":
+    main()
