@@ -43,7 +43,7 @@ from openafm.data.tool_rounds import tool_round_cases
 from openafm.eval.guided_quality import degeneracies
 from openafm.eval.harness import run_eval
 from openafm.eval.registry import get_task
-from openafm.eval.report import wilson_interval
+from openafm.eval.report import compare_chart, wilson_interval
 from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit, StructuredDecoding
 from openafm.rl.multilingual_prompts import Kind as UDHRKind
 from openafm.rl.multilingual_prompts import udhr_prompts
@@ -199,6 +199,22 @@ def figures(before: dict, after: dict) -> dict:
             "ppl_ratio_after": h1["perplexity_heldout"]["value"] / h0["perplexity_heldout"]["value"]}
 
 
+def as_summary(result: dict) -> dict:
+    """One model's rates in the evaluation report's shape, for eval/report.compare_chart."""
+    rows = {f"BFCL {c}": result["harness"][f"bfcl_{c}_heldout_constrained"] for c in BFCL}
+    rows["IFEval strict"] = result["harness"]["ifeval"]
+    rows["tool round trip"] = _as_row(result["tool_rounds"]["success"])
+    rows["guided, real"] = _as_row(result["guided"]["nondegenerate"])
+    rows["SchemaStore valid"] = _as_row(result["realworld"]["valid"])
+    rows |= {f"math {k}": _as_row(v) for k, v in result["math"].items() if k in MATH}
+    rows["answer language"] = _as_row(result["multilingual"]["language_match"])
+    return {"tasks": {k: {**v, "chance": 0.0, "metric": "rate"} for k, v in rows.items()}}
+
+
+def _as_row(r: dict) -> dict:
+    return {"value": r["rate"], "ci95": r["ci95"], "n": r["n"]}
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--models", default="smollm2-135m-instruct,openafm-135m",
@@ -209,12 +225,15 @@ def main() -> None:
     p.add_argument("--realworld-limit", type=int, default=26, help="SchemaStore schemas generated for (all: 26)")
     p.add_argument("--out", default=str(ROOT / "runs" / "default-model-bench"), help="work folder (resumable)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
+    p.add_argument("--plot", help="also draw the models' rates side by side (95%% Wilson intervals) into this PNG")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     if not names:
         raise SystemExit("--models names no model")
     results = {name: measure(name, Path(args.out) / name, args) for name in names}
+    if args.plot:
+        compare_chart([as_summary(r) for r in results.values()], names, Path(args.plot))
     emit({"models": names, "split": "heldout", "decoding": "greedy",
           "figures": figures(results[names[0]], results[names[-1]]) if len(names) > 1 else None,
           "per_model": {n: {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in r.items()}
