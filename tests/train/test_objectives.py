@@ -9,6 +9,8 @@ from openafm.errors import ConfigError
 from openafm.train.kd import KDKind, KDObjective, kd_divergence
 from openafm.train.objective import LMObjective, cross_entropy
 from openafm.train.synthetic import SyntheticBatch
+from openafm.models.build import build_model
+from openafm.models.presets import get_preset
 from tiny import make_tiny
 
 V = 11
@@ -129,3 +131,25 @@ def test_kd_objective_rejects_bad_settings():
         KDObjective(teacher, kind=KDKind.TOP_K)
     with pytest.raises(ConfigError, match="top_k=4 is only used"):
         KDObjective(teacher, kind=KDKind.FULL, top_k=4)
+
+
+@pytest.mark.parametrize("preset", ["smollm2-tiny", "afm-server-tiny"])
+def test_lm_objective_runs_the_head_on_labelled_positions_only_with_the_full_heads_loss_and_gradients(preset):
+    torch.manual_seed(0)
+    model, batch = build_model(get_preset(preset)).double(), _batch(t=16, vocab=256)
+    batch.labels[0, :10] = -100                     # an SFT row: the prompt carries no label
+    batch.labels[1, 3:7] = -100
+    sparse, _ = LMObjective()(model, batch)
+    sparse.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    full = cross_entropy(model(batch.input_ids, positions=batch.positions), batch.labels)
+    full.backward()
+    assert float(sparse) == pytest.approx(float(full), rel=1e-12)
+    assert grads.keys() == {n for n, p in model.named_parameters() if p.grad is not None}
+    for n, p in model.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(grads[n], p.grad, rtol=1e-10, atol=1e-12)
+    batch.labels[:] = -100                          # nothing labelled: 0 with a gradient path
+    empty, _ = LMObjective()(model, batch)
+    assert float(empty) == 0.0 and empty.requires_grad

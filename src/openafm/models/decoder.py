@@ -25,6 +25,8 @@ from openafm.nn.rope import RotaryTable
 class Logits(enum.Enum):
     ALL = "all"    # logits at every position [B, T, V]
     LAST = "last"  # logits at the last position only [B, 1, V]; lets trailing KV-reader layers skip the rest
+    HIDDEN = "hidden"  # no logits: the final normalised hidden states [B, T, D], for the caller to apply `head`
+    #                    where it needs logits (training on the few labelled positions of an SFT row)
 
 
 class Block(nn.Module):
@@ -110,11 +112,11 @@ class CausalLM(nn.Module):
         return x if self.embed_scale == 1.0 else x * torch.tensor(self.embed_scale, dtype=x.dtype)
 
     def finish(self, x: torch.Tensor, ctx: ForwardContext, logits: "Logits") -> torch.Tensor:
-        """Close the K/V store; final norm and output head -> logits [B, T or 1, V]."""
+        """Close the K/V store; final norm and output head -> logits [B, T or 1, V] (hidden [B, T, D] for HIDDEN)."""
         ctx.store.end(ctx.positions)
         if logits is Logits.LAST:
             x = x[:, -1:]
-        return self.head(self.norm(x))
+        return self.norm(x) if logits is Logits.HIDDEN else self.head(self.norm(x))
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
         """Normalised hidden states [..., D] -> logits [..., V] (soft-capped where the model says so)."""

@@ -15,6 +15,7 @@ from typing import Protocol
 import torch
 from torch.nn import functional as F
 
+from openafm.models.decoder import CausalLM, Logits
 from openafm.train.batch_protocol import IGNORE_INDEX, Batch
 
 
@@ -26,10 +27,10 @@ class Objective(Protocol):
     def weight(self, batch: Batch) -> int: ...
 
 
-def forward_logits(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """model(input_ids, positions=..., [segment_ids=...]) -> logits [B, T, V]. segment_ids is passed only
-    to a model whose forward accepts it (a model that does not attends across packed documents)."""
-    kwargs = dict(positions=batch.positions)
+def forward_logits(model: torch.nn.Module, batch: Batch, **kwargs) -> torch.Tensor:
+    """model(input_ids, positions=..., [segment_ids=...], **kwargs) -> logits [B, T, V]. segment_ids is passed
+    only to a model whose forward accepts it (a model that does not attends across packed documents)."""
+    kwargs["positions"] = batch.positions
     if accepts_segment_ids(model):
         kwargs["segment_ids"] = batch.segment_ids
     return model(batch.input_ids, **kwargs)
@@ -58,11 +59,19 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 class LMObjective:
-    """Language modelling: cross-entropy of the model's logits against the batch's labels."""
+    """Language modelling: cross-entropy of the model's logits against the batch's labels. On an openafm decoder
+    (not wrapped for distribution) the output head runs only where a label is: an SFT row labels its assistant
+    tokens only (~20% of a tool-use row), and the head and softmax over 49k words are a fifth of the step."""
 
     def __call__(self, model, batch):
-        logits = forward_logits(model, batch)                                   # [B, T, V]
-        loss = cross_entropy(logits, batch.labels)
+        if isinstance(model, CausalLM):
+            keep = batch.labels != IGNORE_INDEX                                 # [B, T]
+            hidden = forward_logits(model, batch, logits=Logits.HIDDEN)         # [B, T, D]
+            logits = model.head(hidden[keep])                                   # [N, V]
+            total = F.cross_entropy(at_least_fp32(logits), batch.labels[keep], reduction="sum")
+            loss = total / max(int(keep.sum()), 1) + 0.0 * hidden.sum()         # N = 0: a gradient path, not NaN
+        else:
+            loss = cross_entropy(forward_logits(model, batch), batch.labels)    # logits [B, T, V]
         return loss, {"ce": float(loss.detach())}
 
     def weight(self, batch) -> int:
