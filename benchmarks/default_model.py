@@ -16,6 +16,8 @@ Parts (each item held out by construction: openafm.splits, tested in tests/test_
                   gsm_symbolic (never trained on), last number exact
     multilingual  held-out UDHR articles asked in another language: the answer's language (py3langid) matches
     perplexity    held-out Debian Reference text
+    weight_forms  the same text's perplexity with float weights and with the GGUF's block weights (the form openafm.load
+                  serves), to show what folding an adapter into Q4_1 blocks costs
 
 Every rate comes with n and a 95% Wilson interval. Figures: bfcl_gain_points (min over the three categories),
 tool_single_call_rate, guided_nondegenerate_rate, realworld_valid_rate, if_gain_points, math_gain_points,
@@ -42,8 +44,10 @@ from openafm.data.pipeline.langid import identify
 from openafm.data.tool_rounds import tool_round_cases
 from openafm.eval.guided_quality import degeneracies
 from openafm.eval.harness import run_eval
+from openafm.eval.perplexity import perplexity
 from openafm.eval.registry import get_task
 from openafm.eval.report import compare_chart, wilson_interval
+from openafm.eval.texts import english_text
 from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit, StructuredDecoding
 from openafm.rl.multilingual_prompts import Kind as UDHRKind
 from openafm.rl.multilingual_prompts import udhr_prompts
@@ -157,6 +161,14 @@ def multilingual(name: str, n: int) -> dict:
             "languages": sorted({r.lang for r in records})}
 
 
+def weight_forms(name: str, tokens: int) -> dict:
+    """Held-out perplexity with float weights and with the GGUF's block weights (a bundle re-quantizes its merged
+    weights there): what serving from the fast format costs in quality."""
+    ids = load_model(name).tokenizer.encode(english_text(Split.HELDOUT))[:tokens]
+    return {form: perplexity(load_model(name, weights=form).model, ids, context=512).ppl
+            for form in ("float32", "native")} | {"tokens": tokens}
+
+
 # --- the run -------------------------------------------------------------------------------------------------
 
 def part(out: Path, label: str, make) -> dict:
@@ -178,7 +190,8 @@ def measure(name: str, out: Path, args) -> dict:
             "guided": part(out, "guided", lambda: guided(name, args.n)),
             "math": part(out, "math", lambda: math(name, args.n)),
             "multilingual": part(out, "multilingual", lambda: multilingual(name, args.n)),
-            "realworld": part(out, "realworld", lambda: realworld(name, args.realworld_limit))}
+            "realworld": part(out, "realworld", lambda: realworld(name, args.realworld_limit)),
+            "weight_forms": part(out, "weight_forms", lambda: weight_forms(name, 16 * 512))}
 
 
 def figures(before: dict, after: dict) -> dict:
