@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from _common import emit, log, parser
 import openafm
 from openafm import fm
 from openafm.checkpoint.load import load_model
+from openafm.checkpoint.packaged import BUNDLED
 from openafm.data.guided import guided_example
 from openafm.data.pipeline.langid import identify
 from openafm.data.tool_rounds import tool_round_cases
@@ -228,6 +230,15 @@ def _as_row(r: dict) -> dict:
     return {"value": r["rate"], "ci95": r["ci95"], "n": r["n"]}
 
 
+def record(name: str, heldout: dict) -> None:
+    """Write the held-out figures into a bundled model's sidecar (its `heldout` key)."""
+    if name not in BUNDLED:
+        raise SystemExit(f"--sidecar: {name!r} is not a bundled model ({sorted(BUNDLED)})")
+    path = BUNDLED[name].sidecar_path
+    meta = json.loads(path.read_text())
+    path.write_text(json.dumps({**meta, "heldout": heldout}, indent=1) + "\n")
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--models", default="smollm2-135m-instruct,openafm-135m",
@@ -238,6 +249,8 @@ def main() -> None:
     p.add_argument("--realworld-limit", type=int, default=26, help="SchemaStore schemas generated for (all: 26)")
     p.add_argument("--out", default=str(ROOT / "runs" / "default-model-bench"), help="work folder (resumable)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
+    p.add_argument("--sidecar", action="store_true",
+                   help="record the figures (and this command) in the last model's bundle sidecar (a bundled model)")
     p.add_argument("--plot", help="also draw the models' rates side by side (95%% Wilson intervals) into this PNG")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -247,8 +260,11 @@ def main() -> None:
     results = {name: measure(name, Path(args.out) / name, args) for name in names}
     if args.plot:
         compare_chart([as_summary(r) for r in results.values()], names, Path(args.plot))
-    emit({"models": names, "split": "heldout", "decoding": "greedy",
-          "figures": figures(results[names[0]], results[names[-1]]) if len(names) > 1 else None,
+    found = figures(results[names[0]], results[names[-1]]) if len(names) > 1 else None
+    if args.sidecar:
+        record(names[-1], {"command": "python benchmarks/default_model.py " + " ".join(sys.argv[1:]),
+                           "against": names[0], "figures": found})
+    emit({"models": names, "split": "heldout", "decoding": "greedy", "figures": found,
           "per_model": {n: {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in r.items()}
                         for n, r in results.items()}}, args.json)
 
