@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import emit, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
-from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
+from openafm.checkpoint.packaged import RAW_MODEL  # noqa: E402
 from openafm.rl.preference.fit import FitConfig, fit  # noqa: E402
 from openafm.rl.preference.model import RewardModel  # noqa: E402
 from openafm.rl.preference.pairs import N_GRADES, all_pairs  # noqa: E402
@@ -30,7 +30,7 @@ TARGET = 0.90
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--model", default=DEFAULT_MODEL)
+    p.add_argument("--model", default=RAW_MODEL)
     p.add_argument("--sources", default="math,instructions,tool-call")
     p.add_argument("--n", type=int, default=48, help="training prompts per source")
     p.add_argument("--heldout", type=int, default=16, help="held-out prompts per source")

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from _common import emit, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
-from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
+from openafm.checkpoint.packaged import RAW_MODEL  # noqa: E402
 from openafm.eval.bfcl_data import Split  # noqa: E402
 from openafm.eval.tool_use import ToolMode, bfcl_items, evaluate_tools  # noqa: E402
 from openafm.rl.synthesis.tool_data import DEFAULT_CATEGORIES, bfcl_sft_examples  # noqa: E402
@@ -62,7 +62,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     torch.manual_seed(args.seed)
-    lm = load_model(DEFAULT_MODEL)
+    lm = load_model(RAW_MODEL)
     tok = lm.tokenizer
     items = {c: bfcl_items(c, args.limit, seed=args.seed, task=f"bfcl_{c}_heldout_constrained",
                            split=Split.HELDOUT)[0] for c in EVAL_CATEGORIES}
@@ -77,7 +77,7 @@ def main() -> None:
     loss_before = heldout_loss(lm.model, heldout, tok, seq_len=args.seq_len, too_long=TooLong.SKIP)
     with tempfile.TemporaryDirectory() as run_dir:
         config = TrainConfig.from_dict(dict(
-            model=DEFAULT_MODEL, run_dir=run_dir, steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
+            model=RAW_MODEL, run_dir=run_dir, steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
             seed=args.seed, device="cpu", init="keep", precision="bfloat16-autocast",
             optimizer=dict(lr=args.lr, weight_decay=0.0, grad_clip=1.0),
             schedule=dict(kind="warmup-cosine", warmup_steps=min(10, args.steps - 1)),
@@ -97,7 +97,7 @@ def main() -> None:
                         "gain_points": round(100 * (after[c]["ast_accuracy"] - before[c]["ast_accuracy"]), 2)}
                     for c in EVAL_CATEGORIES}
     gain = sum(per_category[c]["gain_points"] for c in GAIN_CATEGORIES) / len(GAIN_CATEGORIES)
-    emit({"model": DEFAULT_MODEL, "mode": "constrained", "split": "heldout",
+    emit({"model": RAW_MODEL, "mode": "constrained", "split": "heldout",
           "bfcl_gain_sft_points": round(gain, 2), "target_points": 15, "target_met": gain >= 15,
           "per_category": per_category,
           "heldout_assistant_loss": {"before": loss_before, "after": loss_after},

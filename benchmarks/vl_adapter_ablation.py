@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, log, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
-from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
+from openafm.checkpoint.packaged import RAW_MODEL  # noqa: E402
 from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.models.vision import vision_small  # noqa: E402
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind  # noqa: E402
@@ -45,7 +45,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    lm = load_model(DEFAULT_MODEL)
+    lm = load_model(RAW_MODEL)
     train, held = emoji_qa(Split.TRAIN), emoji_qa(Split.HELDOUT)
     vision = vision_small()
     config = VLMTrainConfig(steps=0, align_steps=args.steps, align_batch=args.batch,

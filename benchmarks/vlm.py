@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, interleaved, log, median, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
-from openafm.checkpoint.packaged import DEFAULT_MODEL  # noqa: E402
+from openafm.checkpoint.packaged import RAW_MODEL  # noqa: E402
 from openafm.checkpoint.vision import load_tower, packaged_tower_path  # noqa: E402
 from openafm.eval.texts import english_text  # noqa: E402
 from openafm.models.image_views import Resolution  # noqa: E402
@@ -80,11 +80,11 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    lm = load_model(DEFAULT_MODEL)
-    path = Path(args.tower) if args.tower else packaged_tower_path(DEFAULT_MODEL)
+    lm = load_model(RAW_MODEL)
+    path = Path(args.tower) if args.tower else packaged_tower_path(RAW_MODEL)
     if path is None:
         raise SystemExit("no vision tower: run `make vision-weights` first")
-    tower = load_tower(path, decoder=DEFAULT_MODEL)
+    tower = load_tower(path, decoder=RAW_MODEL)
     sidecar = path.with_suffix(".json")
     emoji = emoji_qa(Split.HELDOUT)
     words = word_qa(Split.HELDOUT, args.questions)
@@ -92,7 +92,7 @@ def main() -> None:
     log("timing the modes (interleaved)")
     modes = list(Resolution)
     times = interleaved({m.value: (lambda m=m: timed_question(lm, tower, probe, m)) for m in modes}, args.repeats)
-    result: dict = {"model": DEFAULT_MODEL, "tower": path.name, "threads": args.threads, "repeats": args.repeats,
+    result: dict = {"model": RAW_MODEL, "tower": path.name, "threads": args.threads, "repeats": args.repeats,
                     "modes": {}}
     for m in modes:
         ttft = []
@@ -117,7 +117,7 @@ def main() -> None:
     result["rapid_ttft_speedup"] = high["time_to_first_token_median"] / rapid["time_to_first_token_median"]
     log("text perplexity (decoder frozen: before = after)")
     before = text_perplexity(lm.model, lm.tokenizer)
-    attached = load_model(DEFAULT_MODEL).model       # a fresh load beside the one that served image prompts
+    attached = load_model(RAW_MODEL).model       # a fresh load beside the one that served image prompts
     after = text_perplexity(lm.model, lm.tokenizer)
     result["text_perplexity"] = {"before": before, "after": after, "ratio": after / before,
                                  "fresh_load": text_perplexity(attached, lm.tokenizer),

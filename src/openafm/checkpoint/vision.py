@@ -65,6 +65,12 @@ def tower_decoder(decoder: str) -> str:
     return BUNDLED[decoder].base if decoder in BUNDLED and decoder not in PACKAGED_TOWERS else decoder
 
 
+def shipped_towers() -> list[str]:
+    """The decoder names a shipped tower serves (each tower's decoder, and the models bundled on it)."""
+    served = [d for d in PACKAGED_TOWERS if (PACKAGED_DIR / PACKAGED_TOWERS[d]).is_file()]
+    return served + [name for name, b in BUNDLED.items() if b.base in served and name not in served]
+
+
 def packaged_tower_path(decoder: str) -> Path | None:
     """The shipped tower file for a decoder name, or None where none ships (or it is not built yet)."""
     name = PACKAGED_TOWERS.get(tower_decoder(decoder))

@@ -82,8 +82,8 @@ def _demo_framework(model_name: str) -> None:
         async for snapshot in fm.LanguageModelSession(model=model).stream_response("Invent a person.",
                                                                                     generating=Person):
             print(f"   {snapshot}")
-        print("\n== Tool calling round trip (the call format is enforced by the grammar)")
-        session = fm.LanguageModelSession(model=model, tools=[Weather()], tool_choice="required")
+        print("\n== Tool calling round trip (the model decides to call; the call format is enforced by the grammar)")
+        session = fm.LanguageModelSession(model=model, tools=[Weather()])
         answer = await session.respond("What's the weather in Paris?",
                                        options=fm.GenerationOptions(maximum_response_tokens=60))
         print(f"   answer: {answer}")

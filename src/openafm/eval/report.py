@@ -25,7 +25,8 @@ def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, fl
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval always holds p; rounding can put a bound a hair past it (0 successes: a low of 7e-18)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -115,8 +116,8 @@ def compare_chart(summaries: list[dict], labels: list[str], path: Path) -> Path:
                 continue
             xs.append(i + (k - (len(summaries) - 1) / 2) * width)
             ys.append(c["value"])
-            err[0].append(c["value"] - c["ci95"][0])
-            err[1].append(c["ci95"][1] - c["value"])
+            err[0].append(max(0.0, c["value"] - c["ci95"][0]))       # a stored bound may be a hair past
+            err[1].append(max(0.0, c["ci95"][1] - c["value"]))       # the value (float rounding)
         ax.bar(xs, ys, width, yerr=err, capsize=3, label=label)
     for i, (task, _) in enumerate(rows):
         chance = next(s["tasks"][task] for s in summaries if task in s["tasks"])["chance"]

@@ -28,7 +28,7 @@ import warnings
 
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
-from openafm.checkpoint.vision import TRAIN_HINT, packaged_tower
+from openafm.checkpoint.vision import TRAIN_HINT, packaged_tower, shipped_towers
 from openafm.errors import OpenAFMError
 from openafm.fm.adapter import Adapter
 from openafm.fm.draft import Draft
@@ -154,7 +154,7 @@ class SystemLanguageModel:
         if tower is None:
             raise ImagePromptError(f"Failed to add attachment to prompt: model {self.model_name!r} has no vision "
                                    f"weights, so it cannot read images. openafm ships them for "
-                                   f"{DEFAULT_MODEL!r} only; build them with: {TRAIN_HINT}")
+                                   f"{sorted(shipped_towers())} only; build them with: {TRAIN_HINT}")
         return tower
 
     @contextlib.contextmanager
