@@ -17,7 +17,8 @@ Parts (each item held out by construction: openafm.splits, tested in tests/test_
     multilingual  held-out UDHR articles asked in another language: the answer's language (py3langid) matches
     perplexity    held-out Debian Reference text
     weight_forms  the same text's perplexity with float weights and with the GGUF's block weights (the form openafm.load
-                  serves), to show what folding an adapter into Q4_1 blocks costs
+                  serves), to show what folding an adapter into block weights costs
+    decode_speed  greedy decode tokens/s of each model as openafm.load serves it, interleaved (run it alone)
 
 Every rate comes with n and a 95% Wilson interval. Figures: bfcl_gain_points (min over the three categories),
 tool_single_call_rate, guided_nondegenerate_rate, realworld_valid_rate, if_gain_points, math_gain_points,
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -56,6 +59,7 @@ from openafm.rl.multilingual_prompts import udhr_prompts
 from openafm.rl.prompts import PromptSource, build_prompts
 from openafm.rl.rewards.registry import Extract, extracted
 from openafm.rl.rollout import greedy_rows
+from openafm.runtime.generate import GenerationStats
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
 from openafm.splits import Split
 
@@ -171,6 +175,23 @@ def weight_forms(name: str, tokens: int) -> dict:
             for form in ("float32", "native")} | {"tokens": tokens}
 
 
+def decode_speed(names: list[str], rounds: int) -> dict:
+    """Greedy decode tokens/s of each model as openafm.load serves it, interleaved round by round (medians): a bundle
+    stores its folded matrices as Q8_0 where the base had Q4_1, so it reads more bytes per token."""
+    models = {n: openafm.load(n) for n in names}
+    prompt = "Write a short story about a lighthouse keeper."
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds + 1):                                  # round 0 warms every model up alike
+        for name, lm in models.items():
+            stats = GenerationStats()
+            lm.chat(prompt, max_tokens=96, stats=stats)
+            if r:
+                rates[name].append(stats.decode_tokens_per_second)
+    out = {n: statistics.median(v) for n, v in rates.items()}
+    return {"tok_s": out, "ratio_last_over_first": out[names[-1]] / out[names[0]], "rounds": rounds,
+            "max_tokens": 96, "load_average_1min": os.getloadavg()[0]}
+
+
 # --- the run -------------------------------------------------------------------------------------------------
 
 def part(out: Path, label: str, make) -> dict:
@@ -249,6 +270,8 @@ def main() -> None:
     p.add_argument("--realworld-limit", type=int, default=26, help="SchemaStore schemas generated for (all: 26)")
     p.add_argument("--out", default=str(ROOT / "runs" / "default-model-bench"), help="work folder (resumable)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
+    p.add_argument("--speed-rounds", type=int, default=5,
+                   help="interleaved rounds of a 96-token greedy decode per model, for tokens/s (0: skip; run alone)")
     p.add_argument("--sidecar", action="store_true",
                    help="record the figures (and this command) in the last model's bundle sidecar (a bundled model)")
     p.add_argument("--plot", help="also draw the models' rates side by side (95%% Wilson intervals) into this PNG")
@@ -261,10 +284,11 @@ def main() -> None:
     if args.plot:
         compare_chart([as_summary(r) for r in results.values()], names, Path(args.plot))
     found = figures(results[names[0]], results[names[-1]]) if len(names) > 1 else None
+    speed = decode_speed(names, args.speed_rounds) if args.speed_rounds else None
     if args.sidecar:
         record(names[-1], {"command": "python benchmarks/default_model.py " + " ".join(sys.argv[1:]),
                            "against": names[0], "figures": found})
-    emit({"models": names, "split": "heldout", "decoding": "greedy", "figures": found,
+    emit({"models": names, "split": "heldout", "decoding": "greedy", "figures": found, "decode_speed": speed,
           "per_model": {n: {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in r.items()}
                         for n, r in results.items()}}, args.json)
 

@@ -13,7 +13,14 @@ from torch import nn
 
 from openafm.checkpoint import bundled
 from openafm.checkpoint.adapter import AdapterFile, attach_adapter, read_adapter, save_adapter
-from openafm.checkpoint.bundled import SIDECAR_FORMAT, Bundled, bundled_adapter, file_sha256, fold_adapter
+from openafm.checkpoint.bundled import (
+    SIDECAR_FORMAT,
+    Bundled,
+    bundled_adapter,
+    file_sha256,
+    fold_adapter,
+    fold_format,
+)
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.gguf import GGMLType
 from openafm.checkpoint.gguf.quantize import quantize
@@ -44,7 +51,7 @@ def test_folding_into_float_weights_gives_the_attached_adapters_outputs(tmp_path
     torch.testing.assert_close(base(ids), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_folding_into_block_weights_requantizes_the_merged_weight_in_its_own_format():
+def test_folding_into_4_bit_blocks_requantizes_the_merged_weight_to_q8_0():
     torch.manual_seed(0)
     weight = torch.randn(64, 128)                                                          # [out, in]
     blocks = torch.from_numpy(quantize(weight.numpy(), GGMLType.Q4_1))
@@ -55,11 +62,12 @@ def test_folding_into_block_weights_requantizes_the_merged_weight_in_its_own_for
     merged = model[0].weight_dequantized() + 2.0 * (b @ a)
     assert fold_adapter(model, adapter) == 1
     layer = model[0]
-    assert isinstance(layer, BlockLinear) and layer.format is WeightFormat.Q4_1
+    assert isinstance(layer, BlockLinear) and layer.format is WeightFormat.Q8_0
     error = (layer.weight_dequantized() - merged).abs().mean()
-    requant = torch.from_numpy(quantize(merged.numpy(), GGMLType.Q4_1))
-    reference = (BlockLinear(requant, WeightFormat.Q4_1, 128).weight_dequantized() - merged).abs().mean()
-    assert error == reference and error < 0.1 * merged.abs().mean()        # 16 levels a block: ~8% on Gaussians
+    requant = torch.from_numpy(quantize(merged.numpy(), GGMLType.Q8_0))
+    reference = (BlockLinear(requant, WeightFormat.Q8_0, 128).weight_dequantized() - merged).abs().mean()
+    assert error == reference and error < 0.01 * merged.abs().mean()      # 256 levels a block
+    assert fold_format(WeightFormat.Q4_K) is WeightFormat.Q8_0 and fold_format(WeightFormat.F16) is WeightFormat.F16
 
 
 def _bundle(tmp_path, monkeypatch, base_file, sha: str | None = None) -> Bundled:

@@ -60,7 +60,7 @@ def test_cli_adapter_run_scores_the_adapted_model(smollm2, tmp_path):
                 p.normal_(0, 0.05)
     path = save_adapter(tmp_path / "a.safetensors", adapted, base_name="smollm2-135m-instruct",
                         base_fingerprint=weights_fingerprint(smollm2.model))
-    args = ["eval", "--tasks", "mmlu_wordnet", "--limit", "2", "--no-progress"]
+    args = ["eval", "--model", "smollm2-135m-instruct", "--tasks", "mmlu_wordnet", "--limit", "2", "--no-progress"]
     assert main([*args, "--out", str(tmp_path / "base")]) == 0
     assert main([*args, "--adapter", str(path), "--out", str(tmp_path / "lora")]) == 0
     run = json.loads((tmp_path / "lora" / "run.json").read_text())

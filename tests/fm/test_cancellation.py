@@ -233,5 +233,5 @@ def test_cancelling_during_a_tool_call_cancels_the_tool_and_leaves_no_trace():
     cancelled, roles_after_cancel, messages_after_cancel, answer, roles, calls = asyncio.run(go())
     assert cancelled                                 # the tool's sleep was cancelled before respond raised
     assert roles_after_cancel == ["instructions"] and messages_after_cancel == ["system"]
-    assert "Sunny" in answer and calls >= 2
+    assert "sunny" in answer.lower() and calls >= 2
     assert roles[:4] == ["instructions", "user", "response", "tool"] and roles[-1] == "response"

@@ -7,6 +7,7 @@ import json
 import pytest
 
 import openafm.fm as fm
+from openafm.checkpoint.packaged import RAW_MODEL
 from openafm.fm.tool import parse_tool_calls, tool_call_grammar, tool_calls_schema, tools_prompt
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -112,7 +113,8 @@ def test_the_tools_prompt_lists_each_distinct_tool_as_json():
 
 def _ask_weather(repeated_calls: str) -> tuple[Weather, fm.LanguageModelSession, str]:
     tool = Weather(reply="Sunny and 21 C in Paris")
-    session = fm.LanguageModelSession(tools=[tool], tool_choice="required", repeated_calls=repeated_calls)
+    session = fm.LanguageModelSession(model=fm.SystemLanguageModel(model=RAW_MODEL), tools=[tool],
+                                      tool_choice="required", repeated_calls=repeated_calls)
     answer = asyncio.run(session.respond("What's the weather in Paris?",
                                          options=fm.GenerationOptions(maximum_response_tokens=60)))
     return tool, session, answer
@@ -125,8 +127,8 @@ def _transcript_calls(session) -> list[list[dict]]:
 
 @pytest.mark.real_model
 def test_a_repeated_call_reuses_its_result_then_the_model_answers():
-    """The demo's question: the default model asks for get_weather(Paris) again after its result (four times in a
-    row as the SDK behaves). By default the repeat is answered with the earlier result — the transcript shows
+    """The demo's question: the raw SmolLM2 asks for get_weather(Paris) again after its result (four times in a
+    row as the SDK behaves; the post-trained default model asks once, so the loop is shown on the raw one). By default the repeat is answered with the earlier result — the transcript shows
     both calls, the tool ran once — and the model's next turn must answer."""
     tool, session, answer = _ask_weather("reuse")
     assert tool.calls == [{"city": "Paris"}]
