@@ -92,6 +92,9 @@ class _Row:
     pending_forced: list[int] = dataclasses.field(default_factory=list)
     proposer: NgramProposer | None = None     # set when the row speculates
     acceptance: Acceptance = dataclasses.field(default_factory=Acceptance)
+    step_proposed: int = 0          # the step being verified: its guesses, those accepted so far, the one judged now
+    step_accepted: int = 0          # (a row that finishes mid-step reports them in its last event)
+    step_guess: int | None = None
 
 
 @dataclasses.dataclass
@@ -302,12 +305,18 @@ class BatchEngine:
         """Row r chooses along its slots (logits [t, V]): slot j's logits pick the token after slot j's token, and
         it goes on while that pick is the guess fed at slot j + 1. -> slots kept (1 + accepted guesses)."""
         accepted = 0
+        row.step_proposed = len(guess)
         for j in range(len(guess) + 1):
             row.position += 1                                   # slot j's token is in the cache
-            self._choose(r, row, logits[j], RowEvent(-1, ""), guess=guess[j] if j < len(guess) else None)
-            if row.next_token == -2 or j == len(guess) or row.next_token != guess[j]:
+            row.step_accepted, row.step_guess = accepted, guess[j] if j < len(guess) else None
+            event = RowEvent(-1, "")
+            self._choose(r, row, logits[j], event, guess=row.step_guess)
+            if event.token_id != row.step_guess:
                 break
-            accepted += 1
+            accepted += 1                                       # an accepted guess, even one that ends the row
+            if row.next_token == -2:
+                break
+        row.step_proposed, row.step_accepted, row.step_guess = 0, 0, None
         return 1 + accepted
 
     def _choose(self, r: int, row: _Row, logits: torch.Tensor, event: RowEvent, guess: int | None = None) -> None:
@@ -377,7 +386,8 @@ class BatchEngine:
         event.kv_bytes = (len(row.req.prompt) + row.produced) * self._bytes_per_token()
         if event.finish is not None:
             row.next_token = -2                              # marks the row finished
-            event.proposed, event.accepted = row.acceptance.proposed, row.acceptance.accepted
+            event.proposed = row.acceptance.proposed + row.step_proposed
+            event.accepted = row.acceptance.accepted + row.step_accepted + (event.token_id == row.step_guess)
         try:
             row.req.on_event(event)
         except Exception:                                    # noqa: BLE001 - a failing consumer cancels its row
