@@ -54,13 +54,14 @@ from openafm.eval.registry import get_task
 from openafm.eval.report import compare_chart, wilson_interval
 from openafm.eval.texts import english_text
 from openafm.fm import GenerationSchema, InvalidGenerationSchemaError, SchemaFit, StructuredDecoding
+from openafm.io import write_text_atomic
 from openafm.rl.multilingual_prompts import Kind as UDHRKind
 from openafm.rl.multilingual_prompts import udhr_prompts
 from openafm.rl.prompts import PromptSource, build_prompts
 from openafm.rl.rewards.registry import Extract, extracted
 from openafm.rl.rollout import greedy_rows
-from openafm.runtime.generate import GenerationStats
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
+from openafm.runtime.generate import GenerationStats
 from openafm.splits import Split
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,7 +203,7 @@ def part(out: Path, label: str, make) -> dict:
     t = time.perf_counter()
     result = {**make(), "seconds": round(time.perf_counter() - t, 1)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1, ensure_ascii=False, default=str) + "\n")
+    write_text_atomic(path, json.dumps(result, indent=1, ensure_ascii=False, default=str) + "\n")
     return result
 
 
@@ -257,7 +258,7 @@ def record(name: str, heldout: dict) -> None:
         raise SystemExit(f"--sidecar: {name!r} is not a bundled model ({sorted(BUNDLED)})")
     path = BUNDLED[name].sidecar_path
     meta = json.loads(path.read_text())
-    path.write_text(json.dumps({**meta, "heldout": heldout}, indent=1) + "\n")
+    write_text_atomic(path, json.dumps({**meta, "heldout": heldout}, indent=1) + "\n")
 
 
 def main() -> None:

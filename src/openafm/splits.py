@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import enum
 import hashlib
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 HELDOUT_PERCENT = 25        # of the items of a kind, by hash
+MAX_DRAW_FACTOR = 64        # first_of_split draws at most this many times `size` items looking for `size` of a split
+T = TypeVar("T")
 
 
 class Split(str, enum.Enum):
@@ -31,3 +35,21 @@ def split_of(key: str, namespace: str) -> Split:
     """TRAIN or HELDOUT for the item `key` of kind `namespace`; stable across runs, machines and versions."""
     digest = hashlib.sha256(f"{namespace}-split:{key}".encode()).digest()
     return Split.HELDOUT if int.from_bytes(digest[:8], "big") % 100 < HELDOUT_PERCENT else Split.TRAIN
+
+
+def first_of_split(draw: Callable[[int], Sequence[T]], key: Callable[[T], str], namespace: str, split: Split,
+                   size: int) -> list[T]:
+    """The first `size` items of `split` in draw(n), where a draw of n items is a prefix of any larger draw (a seeded
+    generator): n grows four-fold from 2 * size + 16 until there are enough, or stops at MAX_DRAW_FACTOR * size (a
+    small item space may give fewer). Held-out items are kept once each; train items as drawn."""
+    n = size * 2 + 16
+    while True:
+        kept, seen = [], set()
+        for item in draw(n):
+            k = key(item)
+            if split_of(k, namespace) is split and not (split is Split.HELDOUT and k in seen):
+                kept.append(item)
+                seen.add(k)
+        if len(kept) >= size or n >= size * MAX_DRAW_FACTOR:
+            return kept[:size]
+        n *= 4

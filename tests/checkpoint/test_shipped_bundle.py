@@ -15,6 +15,7 @@ from openafm.checkpoint.adapter import read_adapter
 from openafm.checkpoint.bundled import file_sha256, sidecar
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import BUNDLED, RAW_MODEL, default_gguf_path
+from openafm.commands.demo import TOOL_QUESTION, DemoWeather
 
 pytestmark = pytest.mark.real_model
 NAME = "openafm-135m"
@@ -41,22 +42,8 @@ def test_float_and_block_weights_both_carry_the_adapter():
 
 
 def test_the_demo_tool_question_gets_one_call_and_an_answer_from_the_result():
-    calls = []
-
-    class Weather(fm.Tool):
-        name = "get_weather"
-        description = "Get the current weather for a city"
-
-        @property
-        def arguments_schema(self):
-            return fm.GenerationSchema.from_json_schema(
-                {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
-
-        async def call(self, args):
-            calls.append(args.value()["city"])
-            return f"Sunny and 21 C in {calls[-1]}"
-
-    session = fm.LanguageModelSession(model=fm.SystemLanguageModel(model=NAME), tools=[Weather()])
-    answer = asyncio.run(session.respond("What's the weather in Paris?", options=fm.GenerationOptions(
+    tool = DemoWeather()
+    session = fm.LanguageModelSession(model=fm.SystemLanguageModel(model=NAME), tools=[tool])
+    answer = asyncio.run(session.respond(TOOL_QUESTION, options=fm.GenerationOptions(
         sampling=fm.SamplingMode.greedy(), maximum_response_tokens=60)))
-    assert calls == ["Paris"] and "21" in answer
+    assert tool.cities == ["Paris"] and "21" in answer

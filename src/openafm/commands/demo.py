@@ -49,29 +49,38 @@ def run_demo(args) -> int:
     return 0
 
 
+TOOL_QUESTION = "What's the weather in Paris?"
+
+
+class DemoWeather(fm.Tool):
+    """The demo's tool: the same forecast for any city; it prints each call and keeps the cities it was asked for."""
+    name = "get_weather"
+    description = "Get the current weather for a city"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cities: list[str] = []
+
+    @property
+    def arguments_schema(self) -> fm.GenerationSchema:
+        return fm.GenerationSchema.from_json_schema(
+            {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+
+    async def call(self, args: fm.GeneratedContent) -> str:
+        city = args.value()["city"]
+        self.cities.append(city)
+        print(f"   [tool get_weather called with city={city!r}]")
+        return f"Sunny and 21 C in {city}"
+
+
 def _demo_framework(model_name: str) -> None:
     """The Foundation Models API on the same model: a typed object, a streamed partial object, a tool call."""
-
 
     @fm.generable("A fictional person")
     class Person:
         name: str = fm.guide("Full name")
         age: int = fm.guide("Age in years", range=(18, 99))
         hobbies: list[str] = fm.guide("Hobbies", max_items=3)
-
-    class Weather(fm.Tool):
-        name = "get_weather"
-        description = "Get the current weather for a city"
-
-        @property
-        def arguments_schema(self):
-            return fm.GenerationSchema.from_json_schema(
-                {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
-
-        async def call(self, args):
-            city = args.value()["city"]
-            print(f"   [tool get_weather called with city={city!r}]")
-            return f"Sunny and 21 C in {city}"
 
     async def go():
         model = fm.SystemLanguageModel(model=model_name)
@@ -83,8 +92,8 @@ def _demo_framework(model_name: str) -> None:
                                                                                     generating=Person):
             print(f"   {snapshot}")
         print("\n== Tool calling round trip (the model decides to call; the call format is enforced by the grammar)")
-        session = fm.LanguageModelSession(model=model, tools=[Weather()])
-        answer = await session.respond("What's the weather in Paris?",
+        session = fm.LanguageModelSession(model=model, tools=[DemoWeather()])
+        answer = await session.respond(TOOL_QUESTION,
                                        options=fm.GenerationOptions(maximum_response_tokens=60))
         print(f"   answer: {answer}")
     asyncio.run(go())

@@ -29,6 +29,11 @@ class ChatExample:
     meta: dict | None = dataclasses.field(default=None, compare=False)   # provenance, as the file gives it
     system: str | None = None   # the system turn before the user's (None: the chat template's default)
 
+    def messages(self) -> list[dict]:
+        """The chat turns: the system turn (only when the example has one), the user turn, the assistant turn."""
+        system = [{"role": "system", "content": self.system}] if self.system is not None else []
+        return system + [{"role": "user", "content": self.prompt}, {"role": "assistant", "content": self.response}]
+
     def to_dict(self) -> dict:
         """The example as a JSONL line reads back (read_chat_jsonl); `where` is not written."""
         out = {"prompt": self.prompt, "response": self.response}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from openafm.data.instructions import Constraint, check, instruction_prompts
 from openafm.eval.scoring import generate_batched
-from openafm.splits import Split, split_of
+from openafm.splits import Split, first_of_split
 
 SEED_OFFSET = 1000
 MAX_TOKENS = 256
@@ -36,18 +36,10 @@ class InstructionItem:
 
 
 def instruction_items(n: int, *, seed: int) -> list[InstructionItem]:
-    """The first n distinct held-out prompts of the draw with seed 1000 + seed (a draw is a prefix of any larger
-    one with the same seed, so n grows by drawing more)."""
-    draw = n * 4 + 16
-    while True:
-        items, seen = [], set()
-        for i, p in enumerate(instruction_prompts(draw, seed=SEED_OFFSET + seed)):
-            if split_of(p.prompt, "prompt") is Split.HELDOUT and p.prompt not in seen:
-                seen.add(p.prompt)
-                items.append(InstructionItem(f"ifeval:{SEED_OFFSET + seed}:{i}", p.prompt, p.constraints))
-        if len(items) >= n or draw >= n * 256:
-            return items[:n]
-        draw *= 4
+    """The first n distinct held-out prompts of the draw with seed 1000 + seed."""
+    drawn = first_of_split(lambda k: list(enumerate(instruction_prompts(k, seed=SEED_OFFSET + seed))),
+                           lambda ip: ip[1].prompt, "prompt", Split.HELDOUT, n)
+    return [InstructionItem(f"ifeval:{SEED_OFFSET + seed}:{i}", p.prompt, p.constraints) for i, p in drawn]
 
 
 def score(item: InstructionItem, output: str) -> dict[str, float]:

@@ -11,7 +11,8 @@ openafm.load accepts (`model`), and each model stage writes a native checkpoint 
 sft's data: synth stages, JSONL files of chat examples, and the built-in sets of pipelines/sft_data.py (bfcl, guided,
 tool-rounds, udhr; `sizes` says how many of a sized set). sft trains a LoRA adapter on the one trainer
 (train/sft.py), writes it as OUT/adapter.safetensors (tied to the base's fingerprint) and merges it into the
-weights, so the next stage loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on the next run.
+weights, so the next stage loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on
+the next run.
 """
 
 from __future__ import annotations

@@ -68,9 +68,7 @@ def check_sizes(sizes: Mapping[str, int], data: Sequence[str], where: str) -> No
 
 def as_conversation(example: ChatExample) -> Conversation:
     """A single-turn example as a conversation (system turn only when the example has one)."""
-    system = [{"role": "system", "content": example.system}] if example.system is not None else []
-    return Conversation(tuple(system + [{"role": "user", "content": example.prompt},
-                                        {"role": "assistant", "content": example.response}]), example.where)
+    return Conversation(tuple(example.messages()), example.where)
 
 
 def builtin_conversations(name: str, *, n: int | None, seed: int) -> list[Conversation]:

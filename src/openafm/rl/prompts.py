@@ -47,11 +47,10 @@ from openafm.rl.multilingual_prompts import Kind as UDHRKind
 from openafm.rl.multilingual_prompts import udhr_prompts
 from openafm.rl.rewards.registry import DEFAULT_MARKER
 from openafm.rl.synthesis.tool_data import TASK as TOOL_TASK
-from openafm.splits import Split, split_of
+from openafm.splits import Split, first_of_split
 
 ANSWER_HINT = f"\nEnd your reply with a line '{DEFAULT_MARKER} ' followed by the final answer."
 HELDOUT_SEED_OFFSET = 1_000_003
-MAX_DRAW_FACTOR = 64           # draw at most this many times `size` items looking for `size` of one split
 RL_BFCL_CATEGORIES = ("simple_python", "multiple", "parallel")
 
 
@@ -111,23 +110,8 @@ def build_prompts(source: PromptSource | str, options: Mapping[str, Any], split:
             return []
         return _file(Path(options[key]))[:size]
     draw = _reasoning_gym if source is PromptSource.REASONING_GYM else _instructions
-    return _of_split(draw, options, split, size, seed if split is Split.TRAIN else seed + HELDOUT_SEED_OFFSET)
-
-
-def _of_split(draw, options: Mapping[str, Any], split: Split, size: int, seed: int) -> list[PromptRecord]:
-    """`size` records of `split` from draw(options, n, seed), n growing until there are enough (a draw is a prefix
-    of any larger draw with the same seed); held-out questions are kept once each."""
-    n = size * 2 + 16
-    while True:
-        records = draw(options, n, seed)
-        kept, seen = [], set()
-        for r in records:
-            if split_of(r.key, "prompt") is split and not (split is Split.HELDOUT and r.key in seen):
-                kept.append(r)
-                seen.add(r.key)
-        if len(kept) >= size or n >= size * MAX_DRAW_FACTOR:
-            return kept[:size]
-        n *= 4
+    seed = seed if split is Split.TRAIN else seed + HELDOUT_SEED_OFFSET
+    return first_of_split(lambda n: draw(options, n, seed), lambda r: r.key, "prompt", split, size)
 
 
 def _reasoning_gym(options: Mapping[str, Any], size: int, seed: int) -> list[PromptRecord]:

@@ -67,9 +67,7 @@ class LMObjective:
         if isinstance(model, CausalLM):
             keep = batch.labels != IGNORE_INDEX                                 # [B, T]
             hidden = forward_logits(model, batch, logits=Logits.HIDDEN)         # [B, T, D]
-            logits = model.head(hidden[keep])                                   # [N, V]
-            total = F.cross_entropy(at_least_fp32(logits), batch.labels[keep], reduction="sum")
-            loss = total / max(int(keep.sum()), 1) + 0.0 * hidden.sum()         # N = 0: a gradient path, not NaN
+            loss = cross_entropy(model.head(hidden[keep])[None], batch.labels[keep][None])    # logits [1, N, V]
         else:
             loss = cross_entropy(forward_logits(model, batch), batch.labels)    # logits [B, T, V]
         return loss, {"ce": float(loss.detach())}

@@ -70,11 +70,9 @@ def chat_tokens(tokenizer, example: ChatExample) -> ChatTokens:
     """The example as the session would feed it: the system turn (if any) and the user turn rendered with the
     generation prompt and tokenized as the session tokenizes it, then the assistant turn's tokens through the
     end-of-turn token."""
-    turns = ([{"role": "system", "content": example.system}] if example.system is not None else []) + \
-        [{"role": "user", "content": example.prompt}]
-    prefix = tokenizer.apply_chat_template(turns, add_generation_prompt=True)
-    full = tokenizer.apply_chat_template([*turns, {"role": "assistant", "content": example.response}],
-                                         add_generation_prompt=False)
+    messages = example.messages()
+    prefix = tokenizer.apply_chat_template(messages[:-1], add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(messages, add_generation_prompt=False)
     if not full.startswith(prefix):
         raise ValueError(f"{example.where}: the chat template renders the user turn differently once an assistant "
                          f"turn follows, so the assistant's tokens cannot be told apart")

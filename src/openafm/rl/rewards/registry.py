@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+import jsonschema
 from sacrebleu.metrics import CHRF
 
 from openafm.data.instructions import Constraint, check
@@ -216,8 +217,6 @@ def reward_model_reward(*, scorer: Callable[[str, str], float] | None = None) ->
 
 def guided_reward(*, degenerate: float = 0.5) -> RewardFn:
     """Schema validity plus real content (a @generable request answered with JSON)."""
-    import jsonschema
-
     def reward(prompt: str, response: str, target: Any) -> float:
         if not isinstance(target, Mapping) or not isinstance(target.get("schema"), Mapping):
             raise ValueError(f"the guided reward needs {{'schema': ..., 'counts': [...]}} as target, got {target!r}")
