@@ -59,7 +59,8 @@ def test_reward_train_and_score_end_to_end(tmp_path, base, tokenizer, capsys):
     assert main(args) == 0
     assert "reward model: 18 training pairs, held-out pairwise accuracy math" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["train_pairs"] == 18 and summary["train_responses"] == 18 and summary["heldout_pairs"] == 6
+    assert summary["train_pairs"] == 18 and summary["train_responses"] == 18 and summary["judged_pairs"] == 6
+    assert summary["judged_on"] == "heldout" and summary["pair_accuracy_interval"]["all"]["n"] == 6
     assert set(summary["pair_accuracy"]) == {"math", "all"} and summary["verifier_order_pairs"] == {"math": 4}
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 9            # 3 epochs x 3 steps
 

@@ -19,10 +19,11 @@ from openafm.rl.preference.model import PreferenceKind, RewardModel
 from openafm.rl.preference.pairs import N_GRADES, Source, all_pairs, read_pairs, write_pairs
 from openafm.rl.preference.saved import REWARD_FILE, load_reward_model, save_reward_model
 from openafm.rl.preference.sources import build_groups
-from openafm.rl.preference.training import evaluate, prepare
+from openafm.rl.preference.training import Judge, evaluate, prepare
 from openafm.train.config import Precision
 
 PAIRS_FILE, SUMMARY_FILE, METRICS_FILE = "pairs.jsonl", "summary.json", "metrics.jsonl"
+JUDGED_ON = {Judge.HELDOUT: "held-out", Judge.VALIDATION: "validation"}
 
 EPILOG = f"""pairs (--pairs FILE.jsonl, or built from --sources with --n train and --heldout held-out prompts each):
   math          reasoning-gym arithmetic: correct and marked "Answer: X" > correct, unmarked > wrong
@@ -30,14 +31,19 @@ EPILOG = f"""pairs (--pairs FILE.jsonl, or built from --sources with --n train a
   tool-call     BFCL: exact call > right function, wrong arguments > wrong function (AST match)
   each response carries a grade 0..{N_GRADES - 1} (the single-sided term) and each pair a level and a reason
 
-training: the trunk's bottom layers are frozen and run once per response; the top --train-layers layers, the final
-norm and the heads are trained (bf16 autocast by default). --grading-weight 0 is the ablation without the
+training: the trunk's bottom layers are frozen and run once per response (--features-cache keeps their output for
+later runs); the top --train-layers layers, the final norm and the heads are trained (bf16 autocast by default;
+float32 is several times faster on a CPU without bf16 instructions). --grading-weight 0 is the ablation without the
 single-sided grading term.
+
+choosing settings: --judge validation fits on the training pairs outside a validation slice (a fifth of the
+training prompts, by a hash of the prompt) and judges on the slice; the held-out pairs are left untouched. The
+default, --judge heldout, fits on every training pair and judges on the held-out pairs.
 
 writes OUT_DIR/:
   {REWARD_FILE:<26} the trained tensors + base fingerprint + tokenizer digest (load_reward_model)
   {PAIRS_FILE:<26} the pairs used (when built from --sources)
-  {SUMMARY_FILE:<26} held-out pairwise accuracy per source, agreement with the verifiers
+  {SUMMARY_FILE:<26} judged pairwise accuracy per source (n, 95% Wilson interval), agreement with the verifiers
   {METRICS_FILE:<26} one line per step; {FIT_FILE} the checkpoint --resume continues
 
 example:
@@ -72,6 +78,9 @@ def register(sub) -> None:
                    help="level-aware preference loss: soft labels (default) or margins")
     t.add_argument("--precision", default=Precision.BF16_AUTOCAST.value, choices=[k.value for k in Precision],
                    help="bf16 autocast (default) or float32")
+    t.add_argument("--judge", default=Judge.HELDOUT.value, choices=[j.value for j in Judge],
+                   help="judge on the held-out pairs (default) or on the validation slice of the training pairs")
+    t.add_argument("--features-cache", default=None, help="a folder keeping the frozen layers' output between runs")
     t.add_argument("--checkpoint-every", type=int, default=50, help="checkpoint every n steps (default 50)")
     t.add_argument("--seed", type=int, default=0, help="seed of the pairs, the heads' init and the data order")
     t.add_argument("--resume", action="store_true", help="continue from OUT_DIR's checkpoint")
@@ -114,7 +123,7 @@ def _cmd_train(args) -> int:
     torch.manual_seed(args.seed)
     model = RewardModel(lm.model, N_GRADES)
     prepared = prepare(model, lm.tokenizer, pairs, train_layers=args.train_layers, precision=config.precision,
-                       progress=not args.quiet)
+                       judge=Judge(args.judge), features_cache=args.features_cache, progress=not args.quiet)
     records = fit(model, prepared.split, prepared.train_features, prepared.train, config, run_dir=out,
                   resume=args.resume, progress=not args.quiet)
     if records:
@@ -132,8 +141,12 @@ def _cmd_train(args) -> int:
                "seconds": time.perf_counter() - t0}
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     accuracy = report.get("pair_accuracy", {})
-    print(f"reward model: {len(prepared.train.tags)} training pairs, held-out pairwise accuracy "
-          + ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items()) + f"; wrote {path} and {out / SUMMARY_FILE}")
+    intervals = report.get("pair_accuracy_interval", {})
+    judged = ", ".join(f"{k} {v:.3f} (n={intervals[k]['n']}, 95% {intervals[k]['ci95'][0]:.2f}-"
+                       f"{intervals[k]['ci95'][1]:.2f})" for k, v in accuracy.items())
+    print(f"reward model: {len(prepared.train.tags)} training pairs, "
+          f"{JUDGED_ON[Judge(args.judge)]} pairwise accuracy {judged}; "
+          f"wrote {path} and {out / SUMMARY_FILE}")
     return 0
 
 

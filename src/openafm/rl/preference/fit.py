@@ -138,6 +138,35 @@ def prefix_features(model: RewardModel, tokenizer, texts: Sequence[tuple[str, st
     return out
 
 
+@torch.no_grad()
+def advance_features(model: RewardModel, hidden: Sequence[torch.Tensor], start: int, stop: int, *,
+                     precision: Precision = Precision.BF16_AUTOCAST, batch_size: int = 16) -> list[torch.Tensor]:
+    """Cached states after layer `start` -> the states after layer `stop` (frozen layers start..stop-1 run once), in
+    the dtype prefix_features stores."""
+    precision = Precision(precision)
+    if not 0 <= start <= stop <= len(model.trunk.layers):
+        raise ValueError(f"advance_features from layer {start} to {stop}: need 0 <= start <= stop <= "
+                         f"{len(model.trunk.layers)}")
+    if start == stop:
+        return list(hidden)
+    store = torch.bfloat16 if precision is Precision.BF16_AUTOCAST else torch.float32
+    order = sorted(range(len(hidden)), key=lambda i: hidden[i].shape[0])
+    out: list[torch.Tensor | None] = [None] * len(hidden)
+    trunk = model.trunk
+    for s in range(0, len(order), batch_size):
+        chunk = [hidden[i] for i in order[s:s + batch_size]]
+        t = max(h.shape[0] for h in chunk)
+        x = torch.stack([torch.nn.functional.pad(h.float(), (0, 0, 0, t - h.shape[0])) for h in chunk])   # [B, T, D]
+        with _autocast(precision):
+            _, ctx = trunk.begin(torch.zeros(x.shape[:2], dtype=torch.long), None, None)
+            for layer in trunk.layers[start:stop]:
+                x = layer(x, ctx)
+            ctx.store.end(ctx.positions)
+        for j, i in enumerate(order[s:s + batch_size]):
+            out[i] = x[j, :hidden[i].shape[0]].to(store).clone()
+    return out
+
+
 def top_forward(model: RewardModel, split: int, hidden: Sequence[torch.Tensor]
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Cached states after layer `split` -> (scores [B], grade logits [B, G] or None), as RewardModel.forward."""

@@ -18,12 +18,17 @@ Pairs JSONL (one pair a line; read_pairs names file:line of the first bad line):
      "rejected": ..., "level": "better", "chosen_grade": 2, "rejected_grade": 0, "reason": ...,
      "chosen_verifier": 1.0, "rejected_verifier": 0.0}
 "verifier" values are the source's verifier reward (rl/rewards/registry.py) of each response, optional (null: unknown).
+
+Settings (learning rate, layers, epochs, pair counts, grading weight) are chosen on a validation slice carved from
+the training pairs, never on the held-out pairs: carve_validation puts every pair of a prompt on one side, by a
+stable hash of the prompt text (namespace "reward-validation", independent of the train/held-out hash).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -34,6 +39,7 @@ from openafm.rl.preference.model import Level, PreferencePair
 from openafm.splits import Split
 
 N_GRADES = 3
+VALIDATION_PERCENT = 20     # of the training prompts, by hash: the slice settings are chosen on
 
 
 class Source(str, enum.Enum):
@@ -182,3 +188,26 @@ def _kind_name(kind) -> str:
 
 def by_split(pairs: Sequence[GradedPair], split: Split) -> list[GradedPair]:
     return [p for p in pairs if p.split is split]
+
+
+def is_validation(prompt: str, percent: int = VALIDATION_PERCENT) -> bool:
+    """Whether a training prompt falls in the validation slice: the first 8 bytes of
+    sha256("reward-validation:<prompt>") mod 100 below `percent` (stable across runs and machines)."""
+    digest = hashlib.sha256(f"reward-validation:{prompt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 100 < percent
+
+
+def carve_validation(pairs: Sequence[GradedPair], percent: int = VALIDATION_PERCENT
+                     ) -> tuple[list[GradedPair], list[GradedPair]]:
+    """Training pairs -> (fit, validation): every pair of a prompt on the same side. A held-out pair raises: the
+    validation slice comes from the training split only."""
+    if not 0 < percent < 100:
+        raise ValueError(f"validation percent={percent} must lie in 1..99")
+    held = [p.group for p in pairs if p.split is not Split.TRAIN]
+    if held:
+        raise ValueError(f"carve_validation takes training pairs only; {len(held)} are {Split.HELDOUT.value} "
+                         f"(first: {held[0]!r})")
+    fit, validation = [], []
+    for p in pairs:
+        (validation if is_validation(p.pair.prompt, percent) else fit).append(p)
+    return fit, validation
