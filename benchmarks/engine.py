@@ -25,13 +25,13 @@ from speculative import PROMPTS  # noqa: E402
 import torch  # noqa: E402
 
 import openafm  # noqa: E402
-from openafm.runtime.batch_engine import BatchEngine, EngineConfig, RowRequest  # noqa: E402
+from openafm.runtime.engine import Engine, EngineConfig, RowRequest  # noqa: E402
 from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "engine.json"
 
 
-def through_engine(engine: BatchEngine, prompt: list[int], new: int, constraint=None) -> dict:
+def through_engine(engine: Engine, prompt: list[int], new: int, constraint=None) -> dict:
     """One request, alone in the engine -> its tokens (the end-of-sequence token left out), the tokens decoded (it
     counted), time to first token, seconds from the first token to the last, and its speculation counts."""
     stamps, tokens, done, last = [], [], threading.Event(), []
@@ -87,7 +87,7 @@ def main() -> None:
     args = p.parse_args()
     lm = openafm.load()
     prompts = [lm.encode(lm.chat_prompt(q)) for q in PROMPTS]
-    engine = BatchEngine(lm.model, lm.tokenizer, EngineConfig(max_batch=4, prefix_cache=0)).start()   # prefills alike
+    engine = Engine(lm.model, lm.tokenizer, EngineConfig(max_batch=4, prefix_cache=0)).start()   # prefills alike
     t0, load = time.perf_counter(), os.getloadavg()[0]
     variants = {"engine": lambda ids: through_engine(engine, ids, args.new_tokens),
                 "generate": lambda ids: through_generate(lm, ids, args.new_tokens)}

@@ -27,7 +27,7 @@ from speculative import PROMPTS  # noqa: E402
 import torch  # noqa: E402
 
 import openafm  # noqa: E402
-from openafm.runtime.batch_engine import BatchEngine, EngineConfig  # noqa: E402
+from openafm.runtime.engine import Engine, EngineConfig  # noqa: E402
 from openafm.runtime.constrained import GrammarConstraint  # noqa: E402
 from openafm.runtime.proposers import ProposerKind  # noqa: E402
 
@@ -78,7 +78,7 @@ def main() -> None:
     args = p.parse_args()
     lm = openafm.load()
     tok = lm.tokenizer
-    engines = {name: BatchEngine(lm.model, tok, EngineConfig(max_batch=4, speculate=kind)).start()
+    engines = {name: Engine(lm.model, tok, EngineConfig(max_batch=4, speculate=kind)).start()
                for name, kind in (("plain", ProposerKind.OFF), ("ngram", ProposerKind.NGRAM))}
     t0, load = time.perf_counter(), os.getloadavg()[0]
     try:

@@ -9,7 +9,7 @@ import time
 
 import uvicorn
 
-from openafm.runtime.batch_engine import EngineConfig
+from openafm.runtime.engine import EngineConfig
 from openafm.serve.app import create_app
 from openafm.serve.engine_front import Served
 

@@ -15,7 +15,7 @@ import pytest
 import openafm
 from docs.snippets import LOCAL_SERVER, collect
 from live_server import live_server
-from openafm.runtime.batch_engine import EngineConfig
+from openafm.runtime.engine import EngineConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SNIPPETS = collect(["README.md", "docs"], root=ROOT)

@@ -16,7 +16,7 @@ from families import FAMILIES, make, save_gguf
 from live_server import live_server
 from openafm.checkpoint.adapter import read_adapter
 from openafm.cli import main
-from openafm.runtime.batch_engine import BatchEngine, EngineConfig, RowRequest
+from openafm.runtime.engine import Engine, EngineConfig, RowRequest
 from openafm.runtime.generate import generate_tokens
 
 COLOURS = ["red", "green", "blue"]
@@ -111,7 +111,7 @@ def test_engine_rows_of_sliding_window_models_equal_plain_decoding(name, tmp_pat
             got.append(e.token_id)
         if e.finish is not None:
             done.set()
-    engine = BatchEngine(lm.model, lm.tokenizer, EngineConfig(max_context=256)).start()
+    engine = Engine(lm.model, lm.tokenizer, EngineConfig(max_context=256)).start()
     try:
         engine.submit(RowRequest(prompt, 12, on_event))
         assert done.wait(60)

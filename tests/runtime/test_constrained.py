@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
+from openafm.runtime.request import Forced
 from openafm.runtime.generate import FinishReason, GenerationStats, generate_tokens
 from openafm.runtime.sampling import SamplingParams
 from tiny import make_tiny
@@ -26,10 +27,10 @@ def random_model():
     return make_tiny("smollm2-tiny", vocab_size=49152, max_seq_len=512)
 
 
-def run(model, tokenizer, constraint, *, seed=None, fast_forward=True, max_new=200, stats=None):
+def run(model, tokenizer, constraint, *, seed=None, forced=Forced.FEED, max_new=200, stats=None):
     sampling = SamplingParams() if seed is None else SamplingParams(temperature=1.0, seed=seed)
     return generate_tokens(model, [tokenizer.encode("Person: ")], max_new_tokens=max_new, sampling=sampling,
-                           constraint=constraint, fast_forward=fast_forward, tokenizer=tokenizer,
+                           constraint=constraint, forced=forced, tokenizer=tokenizer,
                            eos_token_ids=set(tokenizer.eos_token_ids), stats=stats)[0]
 
 
@@ -44,7 +45,7 @@ def test_random_model_output_always_validates(random_model, tokenizer, seed):
 def test_fast_forward_gives_the_same_tokens_with_fewer_forward_passes(random_model, tokenizer):
     with_ff, without = GenerationStats(), GenerationStats()
     a = run(random_model, tokenizer, GrammarConstraint.from_json_schema(PERSON, tokenizer), stats=with_ff)
-    b = run(random_model, tokenizer, GrammarConstraint.from_json_schema(PERSON, tokenizer), fast_forward=False,
+    b = run(random_model, tokenizer, GrammarConstraint.from_json_schema(PERSON, tokenizer), forced=Forced.SAMPLE,
             stats=without)
     assert a.token_ids == b.token_ids
     assert with_ff.forced_tokens > 5 and without.forced_tokens == 0

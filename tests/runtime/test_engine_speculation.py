@@ -12,8 +12,9 @@ from engine_events import Collector
 import openafm
 from openafm.models.build import build_model
 from openafm.models.presets import get_preset
-from openafm.runtime.batch_engine import BatchEngine, EngineConfig, RowRequest
+from openafm.runtime.engine import Engine, EngineConfig, RowRequest
 from openafm.runtime.constrained import GrammarConstraint
+from openafm.runtime.request import Forced
 from openafm.runtime.proposers import Acceptance, NgramConfig, NgramProposer, ProposerKind, StepCosts
 from openafm.runtime.sampling import SamplingParams
 from tiny import TINY_PRESETS, make_tiny
@@ -29,7 +30,7 @@ def lm():
 
 
 def run(lm, requests: list[tuple[list[int], int, dict]], config: EngineConfig) -> list[Collector]:
-    engine = BatchEngine(lm.model, lm.tokenizer, config).start()
+    engine = Engine(lm.model, lm.tokenizer, config).start()
     try:
         outs = [Collector() for _ in requests]
         for (prompt, n, kw), out in zip(requests, outs, strict=True):
@@ -65,11 +66,12 @@ def test_forced_runs_of_a_grammar_are_fed_in_one_step_and_change_nothing(lm):
               "required": ["keeper", "ships", "wind"], "additionalProperties": False}
     prompt = tok.encode(lm.chat_prompt(f"{PASSAGE}\n\nFill in the JSON from the text."))
     outs = {}
-    for kind in (ProposerKind.OFF, ProposerKind.NGRAM):
-        engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=2, speculate=kind)).start()
+    for kind, forced in ((ProposerKind.OFF, Forced.SAMPLE), (ProposerKind.NGRAM, Forced.FEED)):
+        engine = Engine(lm.model, tok, EngineConfig(max_batch=2, speculate=kind)).start()
         try:
             out = Collector()
-            engine.submit(RowRequest(prompt, 60, out, constraint=GrammarConstraint.from_json_schema(schema, tok)))
+            engine.submit(RowRequest(prompt, 60, out, constraint=GrammarConstraint.from_json_schema(schema, tok),
+                                     forced=forced))
             outs[kind] = (out.wait(), engine.steps_run)
         finally:
             engine.stop()
@@ -129,7 +131,7 @@ def test_tiny_families_decode_the_same_tokens_with_guesses(name, tokenizer):
     prompts = [[5, 6, 7, 8, 9] * 6 + [5, 6], [11, 12, 13, 14, 11, 12]]
     outs = {}
     for kind in (ProposerKind.OFF, ProposerKind.NGRAM):
-        engine = BatchEngine(model, tokenizer, EngineConfig(max_batch=2, max_context=256, initial_capacity=32,
+        engine = Engine(model, tokenizer, EngineConfig(max_batch=2, max_context=256, initial_capacity=32,
                                                             speculate=kind)).start()
         try:
             rows = [Collector() for _ in prompts]

@@ -43,7 +43,7 @@ def check(rc: RowCache, rows: list[dict]) -> None:
         assert torch.equal(rc.pos[r, live], torch.arange(length))
         assert bool((rc.pos[r, :rc.steps - length] == -1).all()) and bool((rc.pos[r, rc.steps:] == -1).all())
         for i, (k, v) in held.items():
-            assert torch.equal(rc.k[i][r, :, live], k) and torch.equal(rc.v[i][r, :, live], v)
+            assert torch.equal(rc.t[i][0][r, :, live], k) and torch.equal(rc.t[i][1][r, :, live], v)
 
 
 def step(rc: RowCache, rows: list[dict], seed: int) -> None:

@@ -18,7 +18,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import openafm
 from openafm.checkpoint.packaged import DEFAULT_MODEL
-from openafm.runtime.batch_engine import EngineConfig
+from openafm.runtime.engine import EngineConfig
 from openafm.serve.access import Access, exposed_without_key
 
 pytestmark = pytest.mark.real_model

@@ -14,7 +14,7 @@ from live_server import live_server
 from playwright.sync_api import sync_playwright
 
 import openafm
-from openafm.runtime.batch_engine import EngineConfig
+from openafm.runtime.engine import EngineConfig
 
 pytestmark = pytest.mark.real_model
 CHROMIUM = "/usr/bin/chromium"

@@ -8,7 +8,29 @@ import sys
 import time
 
 from openafm.api import DEFAULT_MODEL, load
+from openafm.runtime.draft import DraftModel, load_draft
+from openafm.runtime.proposers import ProposerKind
 from openafm.runtime.threads import set_threads, threads_summary
+
+SPECULATE_HELP = ("speculative decoding inside the engine's step, outputs unchanged: ngram (prompt lookup, no extra "
+                  "model), draft:DIR (a draft trained by `openafm draft train --out DIR`), or off (default). Rows "
+                  "guess only while the measured acceptance and step costs say it pays")
+
+
+def parse_speculate(value: str) -> tuple[ProposerKind, str | None]:
+    """--speculate VALUE -> (proposer kind, draft directory or None); raises naming the value."""
+    kind, sep, directory = value.partition(":")
+    if kind == ProposerKind.DRAFT.value and sep and directory:
+        return ProposerKind.DRAFT, directory
+    if not sep and kind in (ProposerKind.OFF.value, ProposerKind.NGRAM.value):
+        return ProposerKind(kind), None
+    raise argparse.ArgumentTypeError(f"--speculate {value!r} is not one of: off, ngram, draft:DIR")
+
+
+def speculation(value: tuple[ProposerKind, str | None], model) -> tuple[ProposerKind, DraftModel | None]:
+    """The parsed --speculate value with its draft loaded (and checked against `model`)."""
+    kind, directory = value
+    return kind, (load_draft(directory, model) if directory is not None else None)
 
 
 def model_args(p: argparse.ArgumentParser) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from openafm.commands.common import load_timed, model_args, print_token, sampling, sampling_args, stats_line
-from openafm.runtime.draft import load_draft
+from openafm.commands.common import (SPECULATE_HELP, load_timed, model_args, parse_speculate, print_token, sampling,
+                                     sampling_args, speculation, stats_line)
 from openafm.runtime.generate import GenerationStats
 from openafm.runtime.kv_cache import KVStorage
-from openafm.runtime.speculative import SpeculativeStats
+from openafm.runtime.proposers import ProposerKind
 
 
 def register(subparsers) -> None:
@@ -24,10 +24,9 @@ def register(subparsers) -> None:
     g.add_argument("--kv", choices=["native", "int8"], default="native",
                    help="KV cache storage: native (the model's dtype, default) or int8 (per-token, per-head "
                         "scales; ~1/4 of fp32 cache memory)")
-    g.add_argument("--draft", default=None, metavar="DIR",
-                   help="speculative decoding with this draft (openafm draft train --out DIR): greedy output is "
-                        "unchanged, sampling keeps the model's distribution")
-    g.add_argument("--gamma", type=int, default=4, help="draft tokens per round with --draft (default 4)")
+    g.add_argument("--speculate", default=(ProposerKind.OFF, None), type=parse_speculate,
+                   metavar="off|ngram|draft:DIR", help=SPECULATE_HELP)
+    g.add_argument("--gamma", type=int, default=4, help="most draft tokens guessed per step with draft:DIR (default 4)")
     g.set_defaults(run=run_generate)
 
     c = subparsers.add_parser("chat", help="interactive chat that streams the model's replies",
@@ -47,17 +46,16 @@ def run_generate(args) -> int:
     elif args.system is not None:
         raise ValueError("--system needs --chat")
     stats = GenerationStats()
-    spec = SpeculativeStats() if args.draft else None
-    draft = dict(draft=load_draft(args.draft, lm.model), gamma=args.gamma, spec_stats=spec) if args.draft else {}
-    lm.generate(prompt, on_token=print_token, stats=stats, kv_storage=KVStorage(args.kv), **sampling(args), **draft)
+    kind, draft = speculation(args.speculate, lm.model)
+    lm.generate(prompt, on_token=print_token, stats=stats, kv_storage=KVStorage(args.kv), speculate=kind,
+                draft=draft, gamma=args.gamma, **sampling(args))
     print()
     if not args.quiet_stats:
         line = stats_line(stats, load_s)
-        if spec is not None:     # a round commits several tokens: tokens/s is new tokens over decode time
+        if kind is not ProposerKind.OFF:     # a step may commit several tokens: tokens/s is new tokens over time
             line = line.replace(f"decode {stats.decode_tokens_per_second:.1f} tok/s",
                                 f"decode {(stats.new_tokens - 1) / max(stats.decode_seconds, 1e-9):.1f} tok/s "
-                                f"(speculative, gamma {args.gamma}: {spec.acceptance_rate:.0%} of draft tokens "
-                                f"accepted, {spec.mean_accepted_length:.2f} per round)")
+                                f"(speculative {kind.value}: {stats.accepted} of {stats.proposed} guesses accepted)")
         print(line, file=sys.stderr)
     return 0
 

@@ -8,7 +8,8 @@ import sys
 import uvicorn
 
 from openafm.api import DEFAULT_MODEL, load
-from openafm.runtime.batch_engine import EngineConfig
+from openafm.commands.common import SPECULATE_HELP, parse_speculate, speculation
+from openafm.runtime.engine import EngineConfig
 from openafm.runtime.proposers import ProposerKind
 from openafm.serve.access import KEY_ENV, Access, exposed_without_key
 from openafm.serve.app import MAX_BODY, create_app
@@ -37,10 +38,8 @@ def register(subparsers) -> None:
                    help="how a GGUF's weights are held (openafm.load): auto = native blocks, or float32 when "
                         "--adapter is given (adapters attach to the dequantized weights they were trained on)")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
-    p.add_argument("--speculate", default="off", choices=[k.value for k in ProposerKind],
-                   help="ngram: rows guess their next tokens by prompt lookup (and feed a grammar's forced tokens) "
-                        "and each step verifies the guesses in one pass, only when the measured cost says it pays; "
-                        "outputs are unchanged. off: one token per row per step (default)")
+    p.add_argument("--speculate", default=(ProposerKind.OFF, None), type=parse_speculate,
+                   metavar="off|ngram|draft:DIR", help=SPECULATE_HELP)
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help=f"require 'Authorization: Bearer KEY' on every API endpoint (401 otherwise; /health and the "
                         f"playground page stay open, and the page asks for the key); default: the {KEY_ENV} "
@@ -70,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     lm = load(args.model, weights=served_weights(args.weights, adapters))
     window = lm.model.kv_plan.max_seq_len
     max_context = args.max_context if args.max_context is not None else min(EngineConfig.max_context, window)
-    config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=max_context,
-                          speculate=ProposerKind(args.speculate))
-    served = Served(lm, adapters, config).start()
+    kind, draft = speculation(args.speculate, lm.model)
+    config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=max_context, speculate=kind)
+    served = Served(lm, adapters, config, draft=draft).start()
     if args.max_context is None and window < EngineConfig.max_context:
         print(f"openafm serve: --max-context {max_context} (the model's context window)", file=sys.stderr)
     print(f"openafm serve: {', '.join(served.models)} ({served_weights(args.weights, adapters)} weights, decode "

@@ -2,10 +2,12 @@
 
 The conversation is a token sequence; text is appended (tokenized on its own) and generation appends the
 model's tokens. The KV cache always holds a prefix of the sequence, so each turn prefills only the tokens
-added since the last one. A cancelled generation (its CancelToken, checked between forward passes) leaves
-the cache holding whole steps, and a rollback rewinds it, so the next turn still prefills only its new
-tokens. If a generation fails part-way for another reason, the cache is dropped, not trusted: the next
-turn rebuilds it from the token history, so no state is lost or corrupted.
+added since the last one. A turn is one engine request (runtime.engine) that continues the cache: on the
+conversation's own engine in this thread, or on an engine other conversations of the model share (fm sessions:
+their turns decode in one batch), which hands the cache back when the turn ends. A cancelled generation (its
+CancelToken, checked between steps) leaves the cache holding whole steps, and a rollback rewinds it, so the
+next turn still prefills only its new tokens. If a generation fails part-way for another reason, the cache is
+dropped, not trusted: the next turn rebuilds it from the token history, so no state is lost or corrupted.
 
 Images join the sequence as spans of placeholder tokens with their embeddings (`append_image`, from
 openafm.models.vlm's vision tower): they are prefilled once, through `Decoder.forward(embeds=)`, and then
@@ -21,12 +23,14 @@ import torch
 
 from openafm.models.decoder import Logits
 from openafm.models.vlm import IMAGE_PLACEHOLDER, ImageSpan, splice
-from openafm.runtime.cancel import CancelToken, GenerationCancelled
+from openafm.runtime.cancel import CancelToken
 from openafm.runtime.draft import DraftModel
-from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
-from openafm.runtime.kv_cache import KVCache
+from openafm.runtime.engine import Engine, EngineConfig
+from openafm.runtime.generate import Generation, GenerationStats, TokenEvent
+from openafm.runtime.kv_cache import KVCache, Sliding
+from openafm.runtime.proposers import ProposerKind
+from openafm.runtime.request import CANCELLED, ERROR, RowRequest
 from openafm.runtime.sampling import SamplingParams
-from openafm.runtime.speculative import SpeculativeStats, generate_speculative
 
 
 @dataclasses.dataclass
@@ -37,12 +41,20 @@ class TurnCounters:
 
 
 class Conversation:
-    def __init__(self, model, tokenizer, *, draft: DraftModel | None = None, gamma: int = 4):
-        """draft: generate with speculative decoding (runtime.speculative); the draft keeps its own cache, a
-        prefix of the target's, caught up at each turn."""
+    def __init__(self, model, tokenizer, *, engine: Engine | None = None, draft: DraftModel | None = None,
+                 gamma: int = 4):
+        """engine: the engine turns decode on (a started one shared with other conversations of `model`); None:
+        the conversation's own, run in the calling thread. draft: turns speculate with this draft model's
+        guesses (on the conversation's own engine; a shared engine brings its own draft)."""
+        if engine is not None and engine.model is not model:
+            raise ValueError("the engine runs another model than the conversation's")
+        if engine is not None and draft is not None:
+            raise ValueError("a shared engine brings its own draft: give the draft to the engine")
         self.model, self.tokenizer = model, tokenizer
-        self.draft, self.gamma = draft, gamma
-        self.draft_cache: KVCache | None = None
+        self.engine = engine if engine is not None else Engine(
+            model, tokenizer, EngineConfig(max_batch=1, max_context=model.kv_plan.max_seq_len, prefix_cache=0,
+                                           draft_gamma=gamma), draft=draft)
+        self.speculate = ProposerKind.DRAFT if self.engine.draft is not None else None
         self.tokens: list[int] = []     # the whole conversation, in order
         self.text = ""                  # what those tokens stand for, as appended
         self.cache: KVCache | None = None
@@ -88,12 +100,6 @@ class Conversation:
                 self.cache.rewind(n_tokens)
             else:
                 self.cache = None
-        if self.draft_cache is not None and self.draft_cache.steps > min(n_tokens, self.cached):
-            keep = min(n_tokens, self.cached)
-            if self.draft_cache.can_rewind(keep):
-                self.draft_cache.rewind(keep)
-            else:
-                self.draft_cache = None
 
     def prefill(self) -> int:
         """Run the tokens not yet cached through the model (no generation); returns how many."""
@@ -109,8 +115,7 @@ class Conversation:
         window = self.model.kv_plan.max_seq_len
         need = end
         if self.cache is None:
-            self.cache = KVCache(self.model.kv_plan, batch_size=1, capacity=min(window, max(need, 512)),
-                                 dtype=self.model.norm.weight.dtype, device=self.model.norm.weight.device)
+            self.cache = self._new_cache(min(window, max(need, 512)))
         elif need > self.cache.capacity:
             self.cache = self.cache.grown(min(window, max(need, 2 * self.cache.capacity)))
         ids = torch.tensor([new], device=self.model.norm.weight.device)                  # [1, T]
@@ -140,43 +145,48 @@ class Conversation:
                 raise ValueError("an image must be followed by text before generating (the chat template's turn end)")
             pre = self._prefill_to(images_end)
             new = self.tokens[self.cached:]
+        w = self.model.norm.weight
+
+        def on_event(event) -> None:
+            if on_token is not None and (event.token_id >= 0 or event.text):
+                on_token(TokenEvent(0, event.token_id, event.text))
+        req = RowRequest(new, max_new_tokens, on_event, sampling=sampling, constraint=constraint,
+                         cancel=cancel if cancel is not None else CancelToken(), speculate=self.speculate,
+                         cache=self.cache if self.cache is not None else self._new_cache(len(new)),
+                         history=tuple(self.tokens[:self.cached]))
         try:
-            if self.draft is not None:
-                out = self._generate_speculative(new, max_new_tokens, sampling, constraint, on_token, stats, cancel)
-            else:
-                out = generate_tokens(self.model, [new], max_new_tokens=max_new_tokens, sampling=sampling,
-                                      eos_token_ids=set(self.tokenizer.eos_token_ids), tokenizer=self.tokenizer,
-                                      on_token=on_token, stats=stats, constraint=constraint, cache=self.cache,
-                                      cancel=cancel)[0]
-        except GenerationCancelled:
-            self.draft_cache = None                     # rebuilt from the tokens next turn
-            self.cache = stats.cache if stats.cache is not None else self.cache
-            self._trim_cache(len(self.tokens))
-            if stats.prefill_seconds:                   # the prefill ran: its tokens stay cached
-                self.total_prefilled += counters.prefilled_tokens - pre
-            raise
+            out = self.engine.complete(req)
         except BaseException:
             self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
-            self.draft_cache = None
             raise
-        self.cache = stats.cache
+        _fill(stats, out, self.engine, w)
+        if out.finish == CANCELLED and out.exception is None:
+            self.cache = out.cache
+            self._trim_cache(len(self.tokens))
+            if out.prompt_tokens and out.prefill_seconds:      # the prefill ran: its tokens stay cached
+                self.total_prefilled += counters.prefilled_tokens - pre
+        elif out.finish in (CANCELLED, ERROR):
+            self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
+        out.raise_if_failed()
+        self.cache = out.cache
         self.tokens += out.token_ids
         self.text += out.text
         counters.generated_tokens = len(out.token_ids)
         self.last_turn = counters
         self.total_prefilled += counters.prefilled_tokens - pre
-        return out
+        return Generation(out.token_ids, out.text, out.finish)
 
-    def _generate_speculative(self, new, max_new_tokens, sampling, constraint, on_token, stats, cancel) -> Generation:
-        if self.cache is None:
-            self.draft_cache = None
-        dcached = self.draft_cache.steps if self.draft_cache is not None else 0
-        spec = SpeculativeStats()
-        out = generate_speculative(self.model, self.draft, [new], max_new_tokens=max_new_tokens, gamma=self.gamma,
-                                   sampling=sampling, eos_token_ids=set(self.tokenizer.eos_token_ids),
-                                   tokenizer=self.tokenizer, on_token=on_token, stats=stats, spec_stats=spec,
-                                   constraint=constraint, cancel=cancel, cache=self.cache,
-                                   draft_cache=self.draft_cache, draft_prefix=self.tokens[dcached:self.cached])[0]
-        self.draft_cache = spec.draft_cache
-        self.last_speculation = spec
-        return out
+    def _new_cache(self, capacity: int) -> KVCache:
+        w = self.model.norm.weight
+        return KVCache(self.model.kv_plan, batch_size=1, capacity=max(1, capacity), dtype=w.dtype, device=w.device,
+                       sliding=Sliding.FULL)
+
+
+def _fill(stats: GenerationStats, out, engine: Engine, w) -> None:
+    """A turn's figures in the GenerationStats shape."""
+    stats.prompt_tokens, stats.new_tokens = out.prompt_tokens, len(out.token_ids)
+    stats.prefill_seconds, stats.time_to_first_token = out.prefill_seconds, out.first_token_at
+    stats.decode_seconds, stats.decode_steps, stats.forced_tokens = out.decode_seconds, out.steps, out.forced
+    stats.proposed, stats.accepted = out.proposed, out.accepted
+    stats.cache, stats.step = out.cache, engine.step_kind
+    stats.kv_cache_bytes = out.cache.nbytes() if out.cache is not None else 0

@@ -193,27 +193,6 @@ class FusedDecoder:
             self.native.bind_cache([cache.layer_storage(i) for i in range(len(self.model.layers))])
             self._bound = weakref.ref(cache)
 
-    def can_verify(self, cache: KVCache, n: int) -> bool:
-        """Whether `verify` can score n tokens on this cache: one row, and no ring wraps within the pass."""
-        return cache.batch_size == 1 and all(cache.steps + n <= w for w in cache._pos if w is not None)
-
-    def verify(self, ids: torch.Tensor, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
-        """ids [1, T], positions [1, T]: T tokens of one sequence in one pass, each seeing those before it
-        (speculative decoding's scoring pass) -> logits [1, T, V]; writes the T steps into `cache`."""
-        if not self.can_verify(cache, ids.shape[1]):
-            raise ValueError(f"the fused scoring pass takes one row whose rings do not wrap within it; got "
-                             f"{cache.batch_size} rows at step {cache.steps} + {ids.shape[1]}")
-        x = self.model.embed_tokens(ids)[0].float()                                  # [T, D]
-        with self._lock:
-            self._bind(cache)
-            step = cache.steps
-            cache.begin(positions)
-            try:
-                logits = self.native.verify(x, positions[0], step)
-            finally:
-                cache.end(positions)
-        return logits[None]
-
     def can_step_rows(self, cache, t: int) -> bool:
         """Whether `rows` can run t tokens per row on this cache: no ring wraps within the pass."""
         for i in range(len(self.model.layers)):

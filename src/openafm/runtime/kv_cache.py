@@ -284,61 +284,6 @@ class KVCache:
                              f"(windows {windows}) have wrapped over the steps before {steps}; rebuild it instead")
         self.steps = steps
 
-    # --- rolling back speculative steps (runtime.speculative) ------------------------------------
-    def save_tail(self, n: int) -> "RingTail":
-        """Copy what the next `n` steps will overwrite in the sliding-window rings (slots and positions), so
-        that `rewind(..., tails=[...])` can undo those steps even after the rings wrapped. n <= every window."""
-        t0 = self.steps
-        saved: dict[int, tuple] = {}
-        positions: dict[int, torch.Tensor] = {}
-        for window, pos in self._pos.items():
-            if window is None:
-                continue
-            if n > window:
-                raise ValueError(f"cannot save {n} steps of a ring of window {window}: use n <= {window}")
-            positions[window] = pos[:, torch.arange(t0, t0 + n) % window].clone()
-        for i, layer in enumerate(self.layers):
-            if isinstance(layer, RingLayerCache):
-                slots = torch.arange(t0, t0 + n, device=self.device) % layer.window
-                k, v = (SLOTS[self.storage](self.batch_size, layer.k.shape[1], n, layer.k.shape[3], self.dtype,
-                                            self.device) for _ in range(2))
-                k.copy_slots(layer.k, slots, slice(None))
-                v.copy_slots(layer.v, slots, slice(None))
-                saved[i] = (k, v)
-        return RingTail(t0, n, saved, positions)
-
-    def _restore(self, tail: "RingTail", steps: int) -> None:
-        """Put back, in the rings, what the steps of `tail` from `steps` on overwrote."""
-        first, last = max(steps, tail.start), min(self.steps, tail.start + tail.n)
-        if first >= last:
-            return
-        src = torch.arange(first - tail.start, last - tail.start)
-        for window, pos in tail.positions.items():
-            self._pos[window][:, torch.arange(first, last) % window] = pos[:, src]
-        for i, (k, v) in tail.layers.items():
-            layer = self.layers[i]
-            dst = torch.arange(first, last, device=self.device) % layer.window
-            layer.k.copy_slots(k, src, dst)
-            layer.v.copy_slots(v, src, dst)
-
-    def rewind_speculative(self, steps: int, tails: list["RingTail"]) -> None:
-        """Forget every step from `steps` on, restoring ring slots from `tails` (saved before each forward
-        pass since `steps`, oldest first): the cache is then as if those steps were never written."""
-        if not 0 <= steps <= self.steps:
-            raise ValueError(f"cannot rewind a cache of {self.steps} steps to {steps}: use 0 <= steps <= {self.steps}")
-        covered = steps
-        for tail in tails:
-            if tail.start > covered:
-                raise ValueError(f"ring tails leave steps {covered}..{tail.start - 1} unsaved; save one per forward")
-            covered = max(covered, tail.start + tail.n)
-        if covered < self.steps and any(w is not None for w in self._pos):
-            raise ValueError(f"ring tails cover steps up to {covered}, but the cache holds {self.steps}")
-        for tail in reversed(tails):
-            self._restore(tail, steps)
-        if None in self._pos:
-            self._pos[None][:, steps:self.steps] = -1
-        self.steps = steps
-
     # --- the fused decode step's view -------------------------------------------------------------
     def layer_storage(self, layer: int) -> tuple | None:
         """An owner layer's storage as (k, v, k_scale, v_scale, positions [B, slots], ring window or 0);
@@ -362,14 +307,6 @@ class KVCache:
     def nbytes(self) -> int:
         """Bytes held by K/V storage (the per-group position bookkeeping is excluded)."""
         return sum(layer.nbytes() for layer in self.layers if layer is not None)
-
-
-class RingTail:
-    """What some steps overwrote in a cache's rings: from step `start`, `n` steps; per ring layer the old
-    (k, v) slots, per ring window the old positions [B, n]."""
-
-    def __init__(self, start: int, n: int, layers: dict[int, tuple], positions: dict[int, torch.Tensor]):
-        self.start, self.n, self.layers, self.positions = start, n, layers, positions
 
 
 def _group(spec: LayerSpec, capacity: int) -> int | None:

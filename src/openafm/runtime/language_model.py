@@ -9,8 +9,8 @@ from openafm.models.build import ModelConfig
 from openafm.runtime.draft import DraftModel
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent, generate_tokens
 from openafm.runtime.kv_cache import KVStorage
+from openafm.runtime.proposers import ProposerKind
 from openafm.runtime.sampling import SamplingParams
-from openafm.runtime.speculative import SpeculativeStats, generate_speculative
 
 
 class LanguageModel(LoadedModel):
@@ -40,9 +40,10 @@ class LanguageModel(LoadedModel):
                  stop: list[str] | tuple[str, ...] = (), on_token: Callable[[TokenEvent], None] | None = None,
                  stats: GenerationStats | None = None, kv_storage: KVStorage = KVStorage.NATIVE,
                  **speculative) -> str | list[str]:
-        """Continue the prompt text (or each of a list of prompts, batched). Returns text (or a list).
-        kv_storage=KVStorage.INT8 keeps the KV cache in int8 (see runtime.kv_cache).
-        draft=DraftModel (runtime.draft), gamma=, spec_stats=: speculative decoding (runtime.speculative)."""
+        """Continue the prompt text (or each of a list of prompts, decoded together by the engine). Returns text
+        (or a list). kv_storage=KVStorage.INT8 keeps the KV cache in int8 (see runtime.kv_cache).
+        speculate=ProposerKind.NGRAM: prompt-lookup guesses; draft=DraftModel (runtime.draft), gamma=: a draft's
+        guesses (both verified in the engine's step: the output is unchanged; `stats` counts them)."""
         prompts = [prompt] if isinstance(prompt, str) else list(prompt)
         outs = self.generate_detailed(prompts, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                                       top_p=top_p, seed=seed, stop=stop, on_token=on_token, stats=stats,
@@ -58,20 +59,17 @@ class LanguageModel(LoadedModel):
                           top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
                           stop: list[str] | tuple[str, ...] = (), on_token=None,
                           stats: GenerationStats | None = None,
-                          kv_storage: KVStorage = KVStorage.NATIVE, draft: DraftModel | None = None,
-                          gamma: int = 4, spec_stats: SpeculativeStats | None = None) -> list[Generation]:
+                          kv_storage: KVStorage = KVStorage.NATIVE, speculate: ProposerKind | None = None,
+                          draft: DraftModel | None = None, gamma: int = 4) -> list[Generation]:
         tok = self._need_tokenizer()
         sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         ids = [tok.encode(p) for p in prompts]
-        if draft is not None:
-            if kv_storage is not KVStorage.NATIVE:
-                raise ValueError(f"kv_storage={kv_storage} with a draft: speculative decoding keeps native K/V")
-            return generate_speculative(self.model, draft, ids, max_new_tokens=max_tokens, gamma=gamma,
-                                        sampling=sampling, eos_token_ids=set(tok.eos_token_ids), stop=list(stop),
-                                        tokenizer=tok, on_token=on_token, stats=stats, spec_stats=spec_stats)
+        if speculate is None:
+            speculate = ProposerKind.DRAFT if draft is not None else ProposerKind.OFF
         return generate_tokens(self.model, ids, max_new_tokens=max_tokens, sampling=sampling,
                                eos_token_ids=set(tok.eos_token_ids), stop=list(stop), tokenizer=tok,
-                               on_token=on_token, stats=stats, kv_storage=kv_storage)
+                               on_token=on_token, stats=stats, kv_storage=kv_storage, speculate=speculate,
+                               draft=draft, gamma=gamma)
 
     def _need_tokenizer(self):
         if self.tokenizer is None:

@@ -12,18 +12,20 @@ import collections
 import torch
 
 from openafm.models.plan import DecoderConfig
-from openafm.runtime.kv_cache import KVCache, Sliding
+from openafm.runtime.kv_cache import KVCache, KVStorage, Sliding
 
 
 class PrefixCache:
-    def __init__(self, plan: DecoderConfig, *, size: int, min_prefix: int, dtype: torch.dtype, device: torch.device):
+    def __init__(self, plan: DecoderConfig, *, size: int, min_prefix: int, dtype: torch.dtype, device: torch.device,
+                 storage: KVStorage = KVStorage.NATIVE):
         self.plan, self.size, self.min_prefix, self.dtype, self.device = plan, size, min_prefix, dtype, device
+        self.storage = storage
         self._entries: collections.OrderedDict[tuple[int, ...], KVCache] = collections.OrderedDict()
 
     def start(self, prompt: list[int]) -> tuple[KVCache, int]:
         """A single-row cache for ``prompt`` holding the longest reusable prefix; -> (cache, tokens held)."""
         cache = KVCache(self.plan, batch_size=1, capacity=len(prompt), dtype=self.dtype, device=self.device,
-                        sliding=Sliding.FULL)                      # spliced into the row cache as is
+                        sliding=Sliding.FULL, storage=self.storage)     # spliced into the row cache as is
         best, best_len = None, 0
         for key, entry in self._entries.items():
             n = common_prefix(key, prompt)
@@ -37,8 +39,9 @@ class PrefixCache:
             src, dst = best[1].layer_storage(i), cache.layer_storage(i)
             if src is None:
                 continue
-            dst[0][:, :, :held] = src[0][:, :, :held]
-            dst[1][:, :, :held] = src[1][:, :, :held]
+            for j in (0, 1, 2, 3):                                 # k, v (and int8 scales)
+                if src[j] is not None:
+                    dst[j][:, :, :held] = src[j][:, :, :held]
             dst[4][:, :held] = src[4][:, :held]
         cache.steps = held
         return cache, held

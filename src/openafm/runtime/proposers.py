@@ -14,9 +14,14 @@ No model, no cache: it pays on outputs that copy from the prompt or from themsel
 filled from given text, code edits) and proposes nothing elsewhere. Its index is updated per token, so a lookup
 costs O(max_n), not a scan of the history.
 
+`DraftProposer` asks a small draft model (runtime.draft, `openafm draft train`) for its greedy continuation. It
+keeps the draft's own single-row cache a prefix of the row's tokens: each proposal first feeds the tokens the row
+committed since the last one (after keeping whatever of its previous guesses the row accepted), then decodes
+gamma tokens one at a time. It pays where the draft is much cheaper than the target and agrees with it often.
+
 `Acceptance` keeps a row's running acceptance rate, from which the engine predicts what a guess of k tokens
 will yield (`expected_tokens`); `StepCosts` what a step of that many slots costs; with both the engine decides per
-step whether, and how far, speculating pays (runtime.batch_engine).
+step whether, and how far, speculating pays (runtime.engine).
 """
 
 from __future__ import annotations
@@ -24,10 +29,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import torch
+
+from openafm.models.decoder import Logits
+from openafm.runtime.draft import DraftModel
+from openafm.runtime.fused_step import StepKind, choose_step
+from openafm.runtime.kv_cache import KVCache, Sliding
+
 
 class ProposerKind(enum.Enum):
     OFF = "off"        # plain decoding: one token per row per step
     NGRAM = "ngram"    # prompt lookup
+    DRAFT = "draft"    # a draft model's greedy guesses (the engine must hold one)
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,69 @@ class NgramProposer:
         if self._match is None or k < 1:
             return []
         return self.tokens[self._match + 1:self._match + 1 + k]
+
+
+class DraftProposer:
+    """One row's draft: ``append`` each token the row commits, ``propose(k)`` the draft's next k greedy tokens."""
+
+    def __init__(self, draft: DraftModel, tokens: list[int], max_context: int):
+        self.draft, self.max_context = draft, max_context
+        self.tokens = list(tokens)             # the row's committed tokens
+        w = draft.model.norm.weight
+        self.cache = KVCache(draft.model.kv_plan, batch_size=1, capacity=min(max_context, max(64, 2 * len(tokens))),
+                             dtype=w.dtype, device=w.device, sliding=Sliding.FULL)
+        self.held: list[int] = []              # the tokens whose K/V the draft's cache holds, in order
+        self.fused, _ = choose_step(StepKind.AUTO, draft.model, self.cache)     # once: it checks every weight
+
+    def append(self, token: int) -> None:
+        self.tokens.append(token)
+
+    def propose(self, k: int) -> list[int]:
+        """The draft's greedy continuation of the row's tokens, k tokens long (fewer near the context's end)."""
+        keep = _common_prefix(self.held, self.tokens)
+        if keep == len(self.tokens):           # a whole step of guesses accepted: run the last one again
+            keep -= 1
+        self.cache.rewind(keep)
+        del self.held[keep:]
+        k = min(k, self.max_context - len(self.tokens))
+        if k < 1:
+            return []
+        self._grow(len(self.tokens) + k)
+        with torch.inference_mode():
+            logits = self._feed(self.tokens[keep:])                                            # [V']
+            guesses = []
+            for j in range(k):
+                guesses.append(self._pick(logits))
+                if j + 1 < k:
+                    logits = self._feed(guesses[-1:])
+        return guesses
+
+    def _feed(self, tokens: list[int]) -> torch.Tensor:
+        """Run tokens through the draft into its cache -> the last position's logits [V'] (the draft's columns)."""
+        ids = torch.tensor([tokens], device=self.cache.device)                                # [1, T]
+        if self.fused is not None and len(tokens) == 1:
+            pos = torch.tensor([[self.cache.steps]], device=self.cache.device)
+            out = self.fused(ids, self.cache, pos)[0]
+        else:
+            out = self.draft.model(ids, cache=self.cache, logits=Logits.LAST)[0, -1]
+        self.held += tokens
+        return out
+
+    def _pick(self, logits: torch.Tensor) -> int:
+        idx = int(logits.argmax())
+        return idx if self.draft.vocab_ids is None else int(self.draft.vocab_ids[idx])
+
+    def _grow(self, need: int) -> None:
+        if need > self.cache.capacity:
+            self.cache = self.cache.grown(min(self.max_context, max(need, 2 * self.cache.capacity)))
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 @dataclass

@@ -3,7 +3,7 @@ playground with its profiler.
 
 Modules:
     protocol.py       the OpenAI request bodies read strictly into a Plan (every unsupported field is a 400 naming it)
-    engine_front.py   the served models (and adapters), each with a runtime.batch_engine loop; the asyncio bridge
+    engine_front.py   the served models (and adapters), each with a runtime.engine loop; the asyncio bridge
     responses.py      OpenAI response bodies and stream chunks from engine events (tool calls, log-probs, profile)
     responses_api.py  the Responses API (POST /v1/responses) read as the chat request it amounts to; stored responses
     response_items.py the Responses API's response object and its typed stream events

@@ -2,7 +2,7 @@
 
 `Served` loads the model once (GGUF blocks kept as stored, as the front door does; float32 when adapters are
 served, since adapter files are fingerprinted against the dequantized weights), attaches each
-`--adapter NAME=FILE` to a copy that shares the base weights, and starts one `BatchEngine` loop per model.
+`--adapter NAME=FILE` to a copy that shares the base weights, and starts one `Engine` loop per model.
 `events(engine, plan)` submits a plan's n choices as engine rows and yields `(choice, RowEvent)` pairs as
 the engine thread produces them, or `None` every `tick` seconds with nothing new, so a caller can notice a
 client that went away. Leaving the iteration early (a disconnect, an error) cancels every row it submitted:
@@ -19,8 +19,9 @@ from typing import AsyncIterator
 
 from openafm.api import DEFAULT_MODEL, load
 from openafm.fm.adapter import Adapter
-from openafm.runtime.batch_engine import BatchEngine, EngineBusy, EngineConfig, RowEvent, RowRequest
+from openafm.runtime.engine import Engine, EngineBusy, EngineConfig, RowEvent, RowRequest
 from openafm.runtime.cancel import CancelToken
+from openafm.runtime.draft import DraftModel
 from openafm.runtime.constrained import ll_tokenizer
 from openafm.serve.protocol import Plan, RequestError
 
@@ -28,7 +29,7 @@ from openafm.serve.protocol import Plan, RequestError
 @dataclasses.dataclass
 class ServedModel:
     name: str
-    engine: BatchEngine
+    engine: Engine
     tokenizer: object
     kind: str                  # "model" or "adapter"
     source: str
@@ -37,19 +38,21 @@ class ServedModel:
 class Served:
     """The models a server runs: a loaded LanguageModel (`openafm.load`) and adapters by name."""
 
-    def __init__(self, lm, adapters: dict[str, str | Path] | None = None, config: EngineConfig = EngineConfig()):
+    def __init__(self, lm, adapters: dict[str, str | Path] | None = None, config: EngineConfig = EngineConfig(),
+                 draft: DraftModel | None = None):
+        """draft: the draft model `ProposerKind.DRAFT` rows guess with (every served model's engine holds it)."""
         if lm.tokenizer is None:
             raise ValueError(f"model {lm.name!r} has no tokenizer: the server needs one")
         self.config = config
         self.base = lm
         self.models: dict[str, ServedModel] = {
-            lm.name: ServedModel(lm.name, BatchEngine(lm.model, lm.tokenizer, config), lm.tokenizer, "model",
+            lm.name: ServedModel(lm.name, Engine(lm.model, lm.tokenizer, config, draft=draft), lm.tokenizer, "model",
                                  str(lm.source))}
         for name, file in (adapters or {}).items():
             if name in self.models:
                 raise ValueError(f"adapter name {name!r} is already served; give each adapter its own name")
             adapted = Adapter(file).attach(lm.model)
-            self.models[name] = ServedModel(name, BatchEngine(adapted, lm.tokenizer, config), lm.tokenizer,
+            self.models[name] = ServedModel(name, Engine(adapted, lm.tokenizer, config, draft=draft), lm.tokenizer,
                                             "adapter", str(file))
 
     @classmethod
@@ -99,7 +102,7 @@ def served_weights(weights: str, adapters: dict | None) -> str:
     return "float32" if weights == "auto" and adapters else weights
 
 
-async def events(engine: BatchEngine, plan: Plan, *, tick: float = 0.25
+async def events(engine: Engine, plan: Plan, *, tick: float = 0.25
                  ) -> AsyncIterator[tuple[int, RowEvent] | None]:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()

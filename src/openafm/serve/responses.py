@@ -15,7 +15,7 @@ import secrets
 import time
 
 from openafm.fm.tool import CALL_OPEN, parse_tool_calls
-from openafm.runtime.batch_engine import CANCELLED, ERROR, RowEvent
+from openafm.runtime.engine import CANCELLED, ERROR, RowEvent
 from openafm.runtime.generate import FinishReason
 from openafm.serve.protocol import Plan
 

@@ -1,11 +1,16 @@
-"""Continuous batching: one engine thread runs one decode step over every live request at a time; new
-requests join the batch at the next step and finished ones leave at once.
+"""The engine: every caller's requests decode here, one step over every live request at a time (continuous
+batching); new requests join the batch at the next step and finished ones leave at once.
+
+Two ways to drive it: `start()` runs the loop in a daemon thread and `submit()` queues requests from any thread
+(the server, fm sessions of one model); `run(requests)` drives the loop in the calling thread until those requests
+are done (batch callers: `LanguageModel.generate`, eval, RL rollouts, synthesis). A request that brings a `cache`
+continues a sequence (a session's turns, runtime.request).
 
 Each request is a `RowRequest` (prompt ids, its own sampling parameters, stop strings, grammar constraint,
 log-prob count, a CancelToken and an `on_event` callback called from the engine thread). A loop turn:
 
-1. admit waiting requests while rows are free: each prompt is prefilled alone into a single-row KVCache,
-   reusing the K/V of the longest prompt prefix seen recently (the prefix cache: a shared system prompt is
+1. admit waiting requests while rows are free: each prompt is prefilled alone into a single-row KVCache (the
+   request's own, when it continues one), else reusing the K/V of the longest prompt prefix seen recently (the prefix cache: a shared system prompt is
    prefilled once, later requests prefill only what follows it). One chunk (`prefill_chunk` tokens) of the first
    joining prompt runs per loop turn, between decode steps, so a long prompt does not stall the running rows;
    after its last chunk it is spliced into the `RowCache` and its first token is chosen;
@@ -14,7 +19,8 @@ log-prob count, a CancelToken and an `on_event` callback called from the engine 
 3. per row: the grammar mask (timed), sampling with the row's own generator, log-probs, EOS / stop / length
    / grammar-complete checks; a row that finishes or was cancelled leaves (the last row moves into its slot).
 
-A token the grammar forces is fed at the next step without sampling (marked `forced` in its event).
+Tokens the grammar forces are fed at the next step without sampling (marked `forced` in their events), all of
+them in that one step (as guesses that cannot fail).
 
 Speculation (a request's or the engine's `speculate`, runtime.proposers): a row may bring guesses of the tokens
 after its next one — the tokens its grammar forces (certain), else its n-gram proposer's — fed in the same step
@@ -40,15 +46,18 @@ import torch
 from openafm.errors import ContextWindowExceededError, OpenAFMError
 from openafm.models.decoder import Logits
 from openafm.runtime.fused_step import StepKind, choose_step
-from openafm.runtime.generate import PREFILL_CHUNK, FinishReason
-from openafm.runtime.kv_cache import KVCache
+from openafm.runtime.kv_cache import KVCache, KVStorage
 from openafm.runtime.prefix_cache import PrefixCache
-from openafm.runtime.request import CANCELLED, ERROR, RowEvent, RowRequest
-from openafm.runtime.proposers import Acceptance, NgramConfig, NgramProposer, ProposerKind, StepCosts
+from openafm.runtime.request import CANCELLED, ERROR, Completion, FinishReason, Forced, RowEvent, RowRequest
+from openafm.runtime.draft import DraftModel
+from openafm.runtime.proposers import Acceptance, DraftProposer, NgramConfig, NgramProposer, ProposerKind, StepCosts
 from openafm.runtime.row_cache import RowCache
 from openafm.runtime.sampling import Sampler
 from openafm.runtime.stops import StopMatcher
 from openafm.tokenizer.stream import StreamDecoder
+
+PREFILL_CHUNK = 512   # prompt tokens per prefill forward: bounds the attention scores and activations
+
 
 class EngineBusy(OpenAFMError):
     """The engine's queue is full (`max_queue` requests waiting)."""
@@ -64,13 +73,18 @@ class EngineConfig:
     min_prefix: int = 8              # shortest prefix worth reusing
     prefill_chunk: int = PREFILL_CHUNK   # prompt tokens a joining request prefills per loop turn (between steps)
     step: StepKind = StepKind.AUTO   # how steps run (multi-slot speculative steps too, where no ring wraps)
+    kv_storage: KVStorage = KVStorage.NATIVE     # how the rows' K/V are stored (INT8: codes + a scale per token)
     speculate: ProposerKind = ProposerKind.OFF     # the default of requests that do not choose
     ngram: NgramConfig = NgramConfig()
+    draft_gamma: int = 4             # most tokens a draft guesses per step (ProposerKind.DRAFT)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kv_storage, KVStorage):
+            raise ValueError(f"kv_storage={self.kv_storage!r} is not one of {[k.value for k in KVStorage]}")
         if not isinstance(self.speculate, ProposerKind):
             raise ValueError(f"speculate={self.speculate!r} is not one of {[k.value for k in ProposerKind]}")
-        for name in ("max_batch", "max_queue", "max_context", "initial_capacity", "min_prefix", "prefill_chunk"):
+        for name in ("max_batch", "max_queue", "max_context", "initial_capacity", "min_prefix", "prefill_chunk",
+                     "draft_gamma"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} is invalid: use an integer >= 1")
@@ -78,11 +92,21 @@ class EngineConfig:
             raise ValueError(f"prefix_cache={self.prefix_cache!r} is invalid: use an integer >= 0 (0 = off)")
 
 
+class _NoText:
+    """The stream decoder of an engine without a tokenizer: rows produce token ids only."""
+
+    def push(self, token: int) -> str:
+        return ""
+
+    def flush(self) -> str:
+        return ""
+
+
 @dataclasses.dataclass
 class _Row:
     req: RowRequest
     sampler: Sampler
-    decoder: StreamDecoder
+    decoder: StreamDecoder | _NoText
     stops: StopMatcher
     text: str = ""
     shown: int = 0
@@ -90,11 +114,12 @@ class _Row:
     position: int = 0               # position of the next token fed
     next_token: int = -1            # the token to feed at the next step
     pending_forced: list[int] = dataclasses.field(default_factory=list)
-    proposer: NgramProposer | None = None     # set when the row speculates
+    proposer: NgramProposer | DraftProposer | None = None     # set when the row speculates
     acceptance: Acceptance = dataclasses.field(default_factory=Acceptance)
     step_proposed: int = 0          # the step being verified: its guesses, those accepted so far, the one judged now
     step_accepted: int = 0          # (a row that finishes mid-step reports them in its last event)
     step_guess: int | None = None
+    steps: int = 0                  # decode steps the row took part in
 
 
 @dataclasses.dataclass
@@ -107,34 +132,47 @@ class _Prefill:
     seconds: float = 0.0            # spent prefilling (the chunks only)
 
 
-class BatchEngine:
-    """The engine loop over one model; `start()` runs it in a daemon thread, `submit()` queues a request."""
+class Engine:
+    """The engine loop over one model: `start()` + `submit()` from any thread, or `run()` in the caller's."""
 
-    def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig()):
+    def __init__(self, model, tokenizer, config: EngineConfig = EngineConfig(), *, draft: DraftModel | None = None,
+                 eos: frozenset[int] | set[int] | None = None):
+        """tokenizer: decodes the rows' text (None: token ids only, no text, no stop strings).
+        draft: the model `ProposerKind.DRAFT` rows ask for guesses (checked against this model's embeddings).
+        eos: the token ids that end a row (default: the tokenizer's end-of-sequence ids)."""
+        if eos is None and tokenizer is None:
+            raise ValueError("an engine without a tokenizer needs its end-of-sequence ids: eos=")
         if config.max_context > model.kv_plan.max_seq_len:
             raise ContextWindowExceededError(config.max_context, model.kv_plan.max_seq_len)
-        self.model, self.tokenizer, self.config = model, tokenizer, config
-        self.eos = set(tokenizer.eos_token_ids)
+        if draft is not None:
+            if draft.vocab_size != model.kv_plan.vocab_size:
+                raise ValueError(f"the draft's vocabulary ({draft.vocab_size}) differs from the model's "
+                                 f"({model.kv_plan.vocab_size})")
+            draft.check_target(model)
+        elif config.speculate is ProposerKind.DRAFT:
+            raise ValueError("speculate=draft needs a draft model: Engine(..., draft=DraftModel)")
+        self.model, self.tokenizer, self.config, self.draft = model, tokenizer, config, draft
+        self.eos = set(tokenizer.eos_token_ids if eos is None else eos)
         self.cache = RowCache(model.kv_plan, rows=config.max_batch, capacity=config.initial_capacity,
                               max_capacity=config.max_context, dtype=model.norm.weight.dtype,
-                              device=model.norm.weight.device)
+                              device=model.norm.weight.device, storage=config.kv_storage)
         self.rows: list[_Row] = []                     # live rows; rows[i] is cache row i
         self.queue: collections.deque[RowRequest] = collections.deque()
         self.joining: collections.deque[_Prefill] = collections.deque()     # admitted, prefilling
         self.prefixes = PrefixCache(model.kv_plan, size=config.prefix_cache, min_prefix=config.min_prefix,
-                                    dtype=self.cache.dtype, device=self.cache.device)
+                                    dtype=self.cache.dtype, device=self.cache.device, storage=config.kv_storage)
         self._cv = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None
-        self.step_kind = ""
         self.steps_run = 0
         self.tokens_out = 0
         self._costs = StepCosts()
-        self._stepper: tuple | None = None    # (fused step or None, its words): the model's weights stay put while
-                                              # the engine runs, so it is chosen once
+        # (fused step or None, its words): the model's weights stay put while the engine runs, so it is chosen once
+        # (choose_step re-checks every weight's storage, ~2 ms a call); StepKind.FUSED raises here where it cannot run
+        self._fused, self.step_kind = choose_step(config.step, model, self.cache.view(1))
 
     # --- the public side -------------------------------------------------------------------------
-    def start(self) -> "BatchEngine":
+    def start(self) -> "Engine":
         self._thread = threading.Thread(target=self._loop, name="openafm-engine", daemon=True)
         self._thread.start()
         return self
@@ -147,15 +185,58 @@ class BatchEngine:
             self._thread.join()
 
     def submit(self, req: RowRequest) -> None:
-        if not req.prompt:
-            raise ValueError("a request needs at least one prompt token")
-        if len(req.prompt) + req.max_new_tokens > self.config.max_context:
-            raise ContextWindowExceededError(len(req.prompt), self.config.max_context, req.max_new_tokens)
+        self._check(req)
         with self._cv:
             if len(self.queue) >= self.config.max_queue:
                 raise EngineBusy(f"{len(self.queue)} requests are waiting (max_queue={self.config.max_queue})")
             self.queue.append(req)
             self._cv.notify()
+
+    def run(self, requests: list[RowRequest]) -> None:
+        """Decode `requests` to their ends in the calling thread (their `on_event` callbacks are called here),
+        up to `max_batch` at a time. For an engine that is not started."""
+        if self._thread is not None:
+            raise RuntimeError("run() drives an engine in the calling thread; this one is started: submit() to it")
+        for req in requests:
+            self._check(req)
+        pending = collections.deque(requests)
+        while pending or self.rows or self.joining:
+            while pending and len(self.rows) + len(self.joining) < self.config.max_batch:
+                self._admit(pending.popleft())
+            self._turn()
+
+    def complete(self, req: RowRequest) -> Completion:
+        """Decode one request to its end and return its answer (its `on_event` still sees every event): through
+        the loop thread of a started engine (waiting for it here), else in the calling thread."""
+        done = threading.Event()
+        out = Completion(on_event=req.on_event)
+
+        def on_event(event: RowEvent) -> None:
+            out(event)
+            if event.finish is not None:
+                done.set()
+        req = dataclasses.replace(req, on_event=on_event)
+        if self._thread is None:
+            self.run([req])
+        else:
+            self.submit(req)
+            done.wait()
+        return out
+
+    def _check(self, req: RowRequest) -> None:
+        if not req.prompt:
+            raise ValueError("a request needs at least one prompt token")
+        if isinstance(req.max_new_tokens, bool) or not isinstance(req.max_new_tokens, int) or req.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={req.max_new_tokens!r} is invalid: use an integer >= 1")
+        before = req.cache.steps if req.cache is not None else 0
+        if before + len(req.prompt) + req.max_new_tokens > self.config.max_context:
+            raise ContextWindowExceededError(before + len(req.prompt), self.config.max_context, req.max_new_tokens)
+        if req.cache is not None:
+            self.cache.check_source(req.cache)
+        if req.stop and self.tokenizer is None:
+            raise ValueError("stop strings need a tokenizer to decode text; this engine has none")
+        if req.speculate is ProposerKind.DRAFT and self.draft is None:
+            raise ValueError("speculate=draft: this engine holds no draft model (start it with one)")
 
     @property
     def waiting(self) -> int:
@@ -181,19 +262,25 @@ class BatchEngine:
                 admit = []
                 while self.queue and len(self.rows) + len(self.joining) + len(admit) < self.config.max_batch:
                     admit.append(self.queue.popleft())
-            try:
-                for req in admit:
-                    self._admit(req)
-                self._drop_cancelled()
-                if self.joining:
-                    self._prefill_chunk()
-                if self.rows:
-                    self._step()
-            except Exception as e:                 # noqa: BLE001 - the live rows fail; the engine goes on
-                for row in self.rows:
-                    if row.next_token != -2:
-                        self._emit(row, RowEvent(-1, "", finish=ERROR, error=f"{type(e).__name__}: {e}"))
-                self._drop_finished()
+            for req in admit:
+                self._admit(req)
+            self._turn()
+
+    def _turn(self) -> None:
+        """Drop cancelled requests, prefill one chunk of a joining prompt, run one decode step."""
+        try:
+            self._drop_cancelled()
+            if self.joining:
+                self._prefill_chunk()
+                self._drop_cancelled()           # a row cancelled at its first token takes no step
+            if self.rows:
+                self._step()
+        except Exception as e:                     # noqa: BLE001 - the live rows fail; the engine goes on
+            for row in self.rows:
+                if row.next_token != -2:
+                    self._emit(-1, row, RowEvent(-1, "", finish=ERROR, error=f"{type(e).__name__}: {e}",
+                                                 exception=e))
+            self._drop_finished()
 
     def _admit(self, req: RowRequest) -> None:
         """Start a request's prefill from the longest prefix the prefix cache holds."""
@@ -201,9 +288,13 @@ class BatchEngine:
             self._end_alone(req, CANCELLED)
             return
         try:
-            cache, cached = self.prefixes.start(req.prompt)
+            if req.cache is not None:          # continuing a sequence: its cache, grown to hold the prompt
+                need = req.cache.steps + len(req.prompt)
+                cache, cached = req.cache.grown(max(need, req.cache.capacity)), 0
+            else:
+                cache, cached = self.prefixes.start(req.prompt)
         except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
-            self._end_alone(req, ERROR, error=f"{type(e).__name__}: {e}")
+            self._end_alone(req, ERROR, e)
             return
         self.joining.append(_Prefill(req, cache, cached, done=cached))
 
@@ -222,17 +313,22 @@ class BatchEngine:
             if p.done < len(p.req.prompt):
                 return
             self.joining.popleft()
-            self.prefixes.remember(p.req.prompt, p.cache)
+            if p.req.cache is None:
+                self.prefixes.remember(p.req.prompt, p.cache)
         except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
             self.joining.popleft()
-            self._end_alone(p.req, ERROR, error=f"{type(e).__name__}: {e}")
+            self._end_alone(p.req, ERROR, e)
             return
         req, r = p.req, len(self.rows)
-        self.cache.splice(r, p.cache, len(req.prompt))
-        row = _Row(req, Sampler(req.sampling, self.cache.device), StreamDecoder(self.tokenizer),
-                   StopMatcher(list(req.stop)), position=len(req.prompt))
-        if (req.speculate or self.config.speculate) is ProposerKind.NGRAM:
-            row.proposer = NgramProposer(req.prompt, self.config.ngram)
+        self.cache.splice(r, p.cache, p.cache.steps)
+        decoder = StreamDecoder(self.tokenizer) if self.tokenizer is not None else _NoText()
+        row = _Row(req, Sampler(req.sampling, self.cache.device), decoder,
+                   StopMatcher(list(req.stop)), position=p.cache.steps)
+        kind = req.speculate or self.config.speculate
+        if kind is ProposerKind.NGRAM:
+            row.proposer = NgramProposer([*req.history, *req.prompt], self.config.ngram)
+        elif kind is ProposerKind.DRAFT:
+            row.proposer = DraftProposer(self.draft, [*req.history, *req.prompt], self.config.max_context)
         self.rows.append(row)
         first = RowEvent(-1, "", prompt_tokens=len(req.prompt), cached_tokens=p.cached, prefill_seconds=p.seconds)
         self._choose(r, row, logits[0], first)
@@ -250,9 +346,7 @@ class BatchEngine:
         pos = torch.tensor([list(range(row.position, row.position + 1 + len(g))) + [-1] * k
                             for row, g, k in zip(self.rows, guesses, pad, strict=True)],
                            device=self.cache.device)                                                # [n, t]
-        if self._stepper is None:        # once: choose_step re-checks every weight's storage (~2 ms a call)
-            self._stepper = choose_step(self.config.step, self.model, view)
-        fused, self.step_kind = self._stepper
+        fused = self._fused
         start = time.perf_counter()
         with torch.inference_mode():
             if fused is not None and t == 1:
@@ -265,6 +359,7 @@ class BatchEngine:
         self.steps_run += 1
         first_slot = self.cache.steps - t
         for r, (row, (guess, acceptance)) in enumerate(zip(self.rows, offers, strict=True)):
+            row.steps += 1
             kept = self._verify(r, row, logits[r], guess)
             if acceptance is not None and guess:
                 acceptance.update(len(guess), kept - 1)
@@ -277,13 +372,16 @@ class BatchEngine:
         to the number of slots that maximises expected tokens per second (none when one plain slot is best)."""
         offers: list[tuple[list[int], Acceptance | None]] = []      # (guesses, None when they are certain)
         for row in self.rows:
-            room = min(row.req.max_new_tokens - row.produced - 1, self.config.ngram.max_gamma)
-            if row.proposer is None or room < 1:
+            room = row.req.max_new_tokens - row.produced - 1
+            if room < 1:
                 offers.append(([], None))
-            elif row.pending_forced:
+            elif row.pending_forced:                      # certain guesses: fed at once, speculating or not
                 offers.append((row.pending_forced[:room], None))
+            elif row.proposer is None:
+                offers.append(([], None))
             else:
-                offers.append((row.proposer.propose(room), row.acceptance))
+                gamma = self.config.draft_gamma if isinstance(row.proposer, DraftProposer) else self.config.ngram.max_gamma
+                offers.append((row.proposer.propose(min(room, gamma)), row.acceptance))
         longest = max(len(g) for g, _ in offers)
         if longest == 0:
             return offers
@@ -346,12 +444,12 @@ class BatchEngine:
                 event.top_logprobs = [(tok, 0.0)] if req.logprobs else None
             if req.constraint is not None and not event.forced:
                 req.constraint.consume(tok)
-            if req.constraint is not None:
+            if req.constraint is not None and req.forced is Forced.FEED:
                 budget = req.max_new_tokens - row.produced - 1 - len(row.pending_forced)
                 row.pending_forced += req.constraint.forced(budget=max(0, budget))
         except Exception as e:                           # noqa: BLE001
-            event.finish, event.error = ERROR, f"{type(e).__name__}: {e}"
-            self._emit(row, event)
+            event.finish, event.error, event.exception = ERROR, f"{type(e).__name__}: {e}", e
+            self._emit(r, row, event)
             return
         row.produced += 1
         row.next_token = tok
@@ -379,15 +477,19 @@ class BatchEngine:
             visible = len(row.text) if event.finish or not row.stops.stops else row.stops.safe_length(row.text)
             event.text, row.shown = row.text[row.shown:visible], max(row.shown, visible)
         self.tokens_out += 1
-        self._emit(row, event)
+        self._emit(r, row, event)
 
-    def _emit(self, row: _Row, event: RowEvent) -> None:
+    def _emit(self, r: int, row: _Row, event: RowEvent) -> None:
+        """Send row r's event (r = -1: the row's cache is not to be trusted, as after a failed step)."""
         event.at = time.perf_counter() - row.req.submitted
-        event.kv_bytes = (len(row.req.prompt) + row.produced) * self._bytes_per_token()
+        event.kv_bytes = row.position * self.cache.bytes_per_token()
         if event.finish is not None:
             row.next_token = -2                              # marks the row finished
             event.proposed = row.acceptance.proposed + row.step_proposed
             event.accepted = row.acceptance.accepted + row.step_accepted + (event.token_id == row.step_guess)
+            event.steps = row.steps
+            if row.req.cache is not None and r >= 0 and event.finish != ERROR:
+                event.cache = self.cache.extract(r, row.position)     # every token fed: the sequence goes on
         try:
             row.req.on_event(event)
         except Exception:                                    # noqa: BLE001 - a failing consumer cancels its row
@@ -397,9 +499,9 @@ class BatchEngine:
         self._remove(lambda row: row.next_token == -2)
 
     def _drop_cancelled(self) -> None:
-        for row in self.rows:
+        for r, row in enumerate(self.rows):
             if row.req.cancel.cancelled and row.next_token != -2:
-                self._emit(row, RowEvent(-1, "", finish=CANCELLED))
+                self._emit(r, row, RowEvent(-1, "", finish=CANCELLED))
         self._drop_finished()
         for p in [p for p in self.joining if p.req.cancel.cancelled]:
             self.joining.remove(p)
@@ -418,14 +520,12 @@ class BatchEngine:
             else:
                 r += 1
 
-    def _end_alone(self, req: RowRequest, finish: str, error: str | None = None) -> None:
+    def _end_alone(self, req: RowRequest, finish: str, exception: Exception | None = None) -> None:
+        """End a request that never joined the batch (a continued cache comes back as it was)."""
+        error = None if exception is None else f"{type(exception).__name__}: {exception}"
         try:
-            req.on_event(RowEvent(-1, "", finish=finish, error=error, prompt_tokens=len(req.prompt),
-                                  at=time.perf_counter() - req.submitted))
+            req.on_event(RowEvent(-1, "", finish=finish, error=error, exception=exception,
+                                  prompt_tokens=len(req.prompt), at=time.perf_counter() - req.submitted,
+                                  cache=req.cache))
         except Exception:                                    # noqa: BLE001
             pass
-
-    def _bytes_per_token(self) -> int:
-        c = self.model.kv_plan
-        return 2 * len(self.cache.owners) * c.n_kv_heads * c.attn_head_dim * self.cache.dtype.itemsize
-

@@ -13,7 +13,7 @@ from engine_events import Collector
 
 import openafm
 from openafm.checkpoint.packaged import RAW_MODEL
-from openafm.runtime.batch_engine import CANCELLED, BatchEngine, EngineBusy, EngineConfig, RowRequest
+from openafm.runtime.engine import CANCELLED, Engine, EngineBusy, EngineConfig, RowRequest
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.generate import generate_tokens
 from openafm.runtime.sampling import SamplingParams
@@ -39,7 +39,7 @@ def test_rows_joining_at_different_times_decode_what_they_decode_alone(lm):
     tok = lm.tokenizer
     prompts = [tok.encode(lm.chat_prompt(q)) for q in QUESTIONS]
     # A tiny starting capacity: the row cache must realign (longer prompts joining), compact and grow under the rows.
-    engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=4, initial_capacity=16, prefix_cache=0)).start()
+    engine = Engine(lm.model, tok, EngineConfig(max_batch=4, initial_capacity=16, prefix_cache=0)).start()
     try:
         first = Collector()
         engine.submit(RowRequest(prompts[0], 24, first))
@@ -60,7 +60,7 @@ def test_a_shared_prefix_is_prefilled_once_and_changes_nothing(lm):
     tok = lm.tokenizer
     prompts = [tok.encode(lm.chat_prompt(q, system="You are a terse assistant who answers in one line.")) for q in
                QUESTIONS[:3]]
-    engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=4, min_prefix=8)).start()
+    engine = Engine(lm.model, tok, EngineConfig(max_batch=4, min_prefix=8)).start()
     try:
         outs = []
         for p in prompts:                           # one at a time: each later prompt finds the earlier ones cached
@@ -82,7 +82,7 @@ def test_grammar_rows_in_a_batch_are_valid_and_equal_alone(lm):
               "required": ["name", "age"], "additionalProperties": False}
     prompt = tok.encode(lm.chat_prompt("Invent a person. Answer in JSON."))
     plain = tok.encode(lm.chat_prompt("Name three colours."))
-    engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=4)).start()
+    engine = Engine(lm.model, tok, EngineConfig(max_batch=4)).start()
     try:
         json_row, text_row = Collector(), Collector()
         engine.submit(RowRequest(prompt, 40, json_row, constraint=GrammarConstraint.from_json_schema(schema, tok),
@@ -104,7 +104,7 @@ def test_grammar_rows_in_a_batch_are_valid_and_equal_alone(lm):
 
 def test_a_cancelled_row_leaves_and_frees_its_slot(lm):
     tok = lm.tokenizer
-    engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=2)).start()
+    engine = Engine(lm.model, tok, EngineConfig(max_batch=2)).start()
     try:
         long = Collector()
         req = RowRequest(tok.encode(lm.chat_prompt("Tell me a long story.")), 400, long,
@@ -126,7 +126,7 @@ def test_a_cancelled_row_leaves_and_frees_its_slot(lm):
 
 def test_a_full_queue_refuses(lm):
     tok = lm.tokenizer
-    engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=1, max_queue=2))      # not started: nothing leaves
+    engine = Engine(lm.model, tok, EngineConfig(max_batch=1, max_queue=2))      # not started: nothing leaves
     prompt = tok.encode("Hello")
     engine.submit(RowRequest(prompt, 4, Collector()))
     engine.submit(RowRequest(prompt, 4, Collector()))
@@ -141,7 +141,7 @@ def test_a_long_prompt_joins_in_chunks_between_the_running_rows_steps(lm):
     long = tok.encode(lm.chat_prompt("Summarise this: " + " ".join(["the sea was calm and the sky was clear"] * 50)))
     short = tok.encode(lm.chat_prompt("Count from one to fifty."))
     order: list[str] = []
-    engine = BatchEngine(lm.model, tok, EngineConfig(max_batch=2, prefill_chunk=64)).start()
+    engine = Engine(lm.model, tok, EngineConfig(max_batch=2, prefill_chunk=64)).start()
     try:
         running, joining = Collector(), Collector()
         engine.submit(RowRequest(short, 120, lambda e: (order.append("running"), running(e))))
