@@ -39,7 +39,7 @@ def test_session_with_a_draft_gives_the_same_greedy_text(draft_dir):
     _, plain = respond(fm.SystemLanguageModel(), prompts)
     session, spec = respond(fm.SystemLanguageModel(draft=fm.Draft(draft_dir)), prompts)
     assert spec == plain
-    assert session._conversation.last_speculation.rounds > 0          # it did run speculatively
+    assert session._conversation.last_stats.proposed > 0              # it did run speculatively
 
 
 def test_bundle_brings_its_draft_and_foreign_drafts_are_refused(draft_dir, tmp_path):

@@ -6,9 +6,9 @@ On Linux there is no system model: `SystemLanguageModel(model=...)` names the op
 is attached to a copy that shares the base weights, so adapted and plain sessions run side by side.
 
 At most `max_concurrent_requests` requests generate at once on one backing model (plus adapter), across
-sessions; one more raises `ConcurrentRequestsError` (Apple's "too many concurrent requests"). The CPU
-runs concurrent generations in parallel threads that share its cores, so the limit bounds how far each
-request's latency can stretch.
+sessions; one more raises `ConcurrentRequestsError` (Apple's "too many concurrent requests"). Sessions of one
+backing model (and draft) decode through one engine (`engine()`, runtime.engine), so requests that run at the
+same time share its batch: each decode step serves all of them.
 
 Images (openafm extension): `resolution=` picks the mode an image prompt runs in ("high": 720 image tokens,
 "balanced": 144, the default, "rapid": 9; openafm.models.image_views). The vision tower (encoder + adapter)
@@ -39,6 +39,7 @@ from openafm.fm.tool import Tool, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text
 from openafm.models.image_views import Resolution, resolution as as_resolution
 from openafm.models.vlm import split_markers
+from openafm.runtime.engine import Engine, EngineConfig
 from openafm.runtime.language_model import LanguageModel
 
 DEFAULT_MAX_CONCURRENT_REQUESTS = 4
@@ -46,6 +47,8 @@ _LOADED: dict[tuple, object] = {}        # (model name, adapter key or None) -> 
 _TOWERS: dict[str, object] = {}          # model name -> its VisionTower (or None: it has none)
 _LOAD_LOCK = threading.Lock()
 _DRAFTS: dict[tuple, object] = {}        # (model key, draft key) -> runtime DraftModel
+_ENGINES: dict[tuple, Engine] = {}       # (model key, draft key or None) -> the started engine sessions share
+ENGINE_ROWS = 16                         # rows the shared engine decodes together (more requests wait for a row)
 _RUNNING: dict[tuple, int] = {}          # same keys -> requests generating now
 _RUN_LOCK = threading.Lock()
 
@@ -144,6 +147,18 @@ class SystemLanguageModel:
             if key not in _DRAFTS:
                 _DRAFTS[key] = self.draft.load(lm)
             return _DRAFTS[key]
+
+    def engine(self) -> Engine:
+        """The engine every session of this backing model (and draft) decodes on: started on first use, shared."""
+        lm, draft = self.language_model(), self.draft_model()
+        with _LOAD_LOCK:
+            key = (self._key, self.draft.key if self.draft is not None else None)
+            if key not in _ENGINES:
+                config = EngineConfig(max_batch=ENGINE_ROWS, max_queue=1024, max_context=lm.model.kv_plan.max_seq_len,
+                                      prefix_cache=0,         # a session's turns continue its own cache
+                                      draft_gamma=self.draft.gamma if self.draft is not None else 4)
+                _ENGINES[key] = Engine(lm.model, lm.tokenizer, config, draft=draft).start()
+            return _ENGINES[key]
 
     def vision_tower(self):
         """The model's vision tower (encoder + adapter; loaded once, shared); ImagePromptError if it has none."""

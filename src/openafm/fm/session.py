@@ -16,7 +16,9 @@ back before the session lock and the model's concurrency slot are released and `
 One request at a time, as Apple's SDK: a second `respond` while one runs waits for it (an asyncio lock).
 Across sessions, more than the model's `max_concurrent_requests` generating at once raises
 `ConcurrentRequestsError`.
-Generation runs in a worker thread, so the event loop stays free (tools run concurrently there).
+Generation runs in a worker thread, so the event loop stays free (tools run concurrently there); its decode steps
+run on the model's shared engine (`SystemLanguageModel.engine`), where the requests of every session of the model
+that respond at the same time share one batch.
 
 Image prompts: each image attachment is read (Pillow), run through the model's vision tower at the model's
 `resolution` and spliced into the context as that many image tokens (openafm.models.vlm), in the worker
@@ -50,6 +52,9 @@ from openafm.runtime.cancel import CancelToken
 from openafm.runtime.conversation import Conversation
 
 MAX_TOOL_ROUNDS = 4       # model turns that may call tools before it must answer
+# the worker threads requests run in (they mostly wait on the engine): enough that concurrent sessions are not
+# queued behind the event loop's small default pool
+_WORKERS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="openafm-session")
 
 
 @dataclasses.dataclass
@@ -206,7 +211,7 @@ class LanguageModelSession:
         (it may have finished before it saw the token), then raise CancelledError."""
         loop = asyncio.get_running_loop()
         cancel = CancelToken()
-        worker = loop.run_in_executor(None, self._turn, *args, loop, cancel)
+        worker = loop.run_in_executor(_WORKERS, self._turn, *args, loop, cancel)
         try:
             return await asyncio.shield(worker)
         except asyncio.CancelledError:
@@ -309,8 +314,7 @@ class LanguageModelSession:
     def _conv(self):
         if self._conversation is None:
             lm = self.model.language_model()
-            self._conversation = Conversation(lm.model, lm.tokenizer, draft=self.model.draft_model(),
-                                              gamma=self.model.draft.gamma if self.model.draft else 4)
+            self._conversation = Conversation(lm.model, lm.tokenizer, engine=self.model.engine())
         return self._conversation
 
     def _sync(self, conv, add_generation_prompt: bool = True) -> None:

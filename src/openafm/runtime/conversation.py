@@ -60,6 +60,7 @@ class Conversation:
         self.cache: KVCache | None = None
         self.images: list[ImageSpan] = []   # image spans of `tokens` (row 0), in order
         self.last_turn = TurnCounters()
+        self.last_stats = GenerationStats()     # the last turn's figures (speculation's guesses among them)
         self.total_prefilled = 0
 
     @property
@@ -160,6 +161,7 @@ class Conversation:
             self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
             raise
         _fill(stats, out, self.engine, w)
+        self.last_stats = stats
         if out.finish == CANCELLED and out.exception is None:
             self.cache = out.cache
             self._trim_cache(len(self.tokens))
