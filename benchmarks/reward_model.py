@@ -14,18 +14,22 @@ held-out pairs are not even scored); `--judge heldout` (the reported figures) fi
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import emit, parser  # noqa: E402
+from _common import emit, log, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.packaged import RAW_MODEL  # noqa: E402
-from openafm.rl.preference.fit import FitConfig, fit  # noqa: E402
+from openafm.io import write_text_atomic  # noqa: E402
+from openafm.rl.preference.fit import FIT_FILE, FitConfig, fit  # noqa: E402
 from openafm.rl.preference.model import RewardModel  # noqa: E402
 from openafm.rl.preference.pairs import N_GRADES, VALIDATION_PERCENT, all_pairs  # noqa: E402
 from openafm.rl.preference.sources import build_groups  # noqa: E402
@@ -33,6 +37,7 @@ from openafm.rl.preference.training import Judge, evaluate, prepare  # noqa: E40
 from openafm.train.config import Precision  # noqa: E402
 
 TARGET, TARGET_MATH = 0.85, 0.75
+EPOCHS_FILE = "epochs.json"
 
 
 def source_counts(text: str, sources: list[str]) -> dict[str, int]:
@@ -43,6 +48,32 @@ def source_counts(text: str, sources: list[str]) -> dict[str, int]:
     if set(counts) != set(sources):
         raise SystemExit(f"--n names {sorted(counts)}; give a count for each of --sources {sources}")
     return counts
+
+
+def fit_by_epoch(model: RewardModel, prepared, config: FitConfig, run_dir: Path) -> dict:
+    """Fit epoch by epoch (the same steps as one fit), judging after each; a checkpoint and the judged figures are
+    kept in run_dir at each epoch's end, and a rerun resumes from them."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    epochs = json.loads((run_dir / EPOCHS_FILE).read_text()) if (run_dir / EPOCHS_FILE).exists() else []
+    steps_per_epoch = -(-len(prepared.train.prompts) // config.batch_prompts)
+    config = dataclasses.replace(config, checkpoint_every=steps_per_epoch)      # checkpoints at epoch ends only
+    done = torch.load(run_dir / FIT_FILE, weights_only=True)["step"] // steps_per_epoch \
+        if (run_dir / FIT_FILE).exists() else 0
+    fit(model, prepared.split, prepared.train_features, prepared.train, config, run_dir=run_dir, resume=True,
+        stop_after=0)                                                  # the checkpoint's weights, if any
+    epochs = epochs[:done] + [{"epoch": e + 1, "pair_accuracy": None} for e in range(len(epochs), done)]
+    t = time.perf_counter()
+    for epoch in range(done, config.epochs):
+        records = fit(model, prepared.split, prepared.train_features, prepared.train, config, run_dir=run_dir,
+                      resume=True, progress=True, stop_after=steps_per_epoch)
+        figures = evaluate(model, prepared)
+        epochs.append({"epoch": epoch + 1, "train_loss_last": records[-1]["loss"] if records else None,
+                       "pair_accuracy": figures["pair_accuracy"], "fit_seconds": round(time.perf_counter() - t, 1)})
+        log(f"epoch {epoch + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in figures["pair_accuracy"].items()))
+        write_text_atomic(run_dir / EPOCHS_FILE, json.dumps(epochs, indent=1) + "\n")
+    return {"grading_weight": config.grading_weight, "steps": steps_per_epoch * config.epochs,
+            "train_loss_last": epochs[-1].get("train_loss_last"), "fit_seconds": epochs[-1].get("fit_seconds"),
+            "per_epoch": epochs, **evaluate(model, prepared)}
 
 
 def main() -> int:
@@ -66,9 +97,14 @@ def main() -> int:
                    help="float32 (default: on a CPU without bf16 instructions, bf16 autocast is ~7x slower) or bf16 "
                         "autocast")
     p.add_argument("--features-cache", default=None, help="keep the frozen layers' output here for later runs")
+    p.add_argument("--work", default=None,
+                   help="keep each fit's checkpoint and per-epoch figures here; a rerun resumes from them "
+                        "(default: a temporary folder)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     t0 = time.perf_counter()
+    scratch = tempfile.TemporaryDirectory(prefix="reward-model-")
+    work = Path(args.work) if args.work else Path(scratch.name)
     sources = args.sources.split(",")
     counts = source_counts(args.n, sources)
     groups, skipped = [], {}
@@ -92,10 +128,7 @@ def main() -> int:
         config = FitConfig(train_layers=args.train_layers, epochs=args.epochs, grading_weight=weight, seed=args.seed,
                            lr=args.lr, head_lr=args.head_lr, batch_prompts=args.batch_prompts,
                            precision=Precision(args.precision))
-        t = time.perf_counter()
-        records = fit(model, prepared.split, prepared.train_features, prepared.train, config, progress=True)
-        runs[name] = {"grading_weight": weight, "steps": len(records), "train_loss_last": records[-1]["loss"],
-                      "fit_seconds": round(time.perf_counter() - t, 1), **evaluate(model, prepared)}
+        runs[name] = fit_by_epoch(model, prepared, config, work / name)
     with_g, without = runs["with_grading"], runs.get("without_grading")
     accuracy = with_g["pair_accuracy"]
     per_source = sorted(k for k in accuracy if k != "all")

@@ -92,6 +92,8 @@ def test_a_validation_run_fits_and_judges_on_training_prompts_only(base, tokeniz
     n = len(prepared.judged_pairs)
     assert report["judged_on"] == "validation" and report["pair_accuracy_interval"]["all"]["n"] == n
     assert report["pair_accuracy_interval"]["math"]["value"] == pytest.approx(report["pair_accuracy"]["math"])
+    assert list(report["pair_accuracy_by_grades"]) == ["math 2>0"]                   # every pair here is 2 > 0
+    assert report["pair_accuracy_by_grades"]["math 2>0"] == report["pair_accuracy_interval"]["math"]
     on_heldout = prepare(model, tokenizer, pairs, train_layers=1, precision=Precision.FLOAT32)
     assert {p for p, _ in on_heldout.judged.texts} == heldout
     assert len(on_heldout.train.tags) == len([p for p in pairs if p.split is Split.TRAIN])

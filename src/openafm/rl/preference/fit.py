@@ -42,6 +42,7 @@ from openafm.rl.preference.model import (
 from openafm.train.config import Precision
 
 FIT_FILE = "fit.pt"
+BUCKET = 8                 # responses per forward of the trained layers, grouped by length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +185,21 @@ def top_forward(model: RewardModel, split: int, hidden: Sequence[torch.Tensor]
     return scores, grades
 
 
+def bucketed_forward(model: RewardModel, split: int, hidden: Sequence[torch.Tensor], bucket: int = BUCKET
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """top_forward over length-sorted groups of `bucket` states (less padding: a step mixes 70-token math answers
+    with 250-token tool prompts) -> (scores [B], grade logits [B, G] or None) in the given order. Padding is on the
+    right and attention causal, so each score is the one top_forward gives the state alone."""
+    order = sorted(range(len(hidden)), key=lambda i: hidden[i].shape[0])
+    parts = [top_forward(model, split, [hidden[i] for i in order[s:s + bucket]])
+             for s in range(0, len(order), bucket)]
+    back = torch.empty(len(order), dtype=torch.long)
+    back[torch.tensor(order)] = torch.arange(len(order))
+    scores = torch.cat([p[0] for p in parts])[back]
+    grades = torch.cat([p[1] for p in parts])[back] if parts[0][1] is not None else None
+    return scores, grades
+
+
 def split_point(model: RewardModel, train_layers: int) -> int:
     n = len(model.trunk.layers)
     if not 1 <= train_layers <= n:
@@ -272,7 +288,7 @@ def _step(model, split, features, data: RewardData, batch: list[int], config: Fi
     responses = torch.unique(torch.cat([data.chosen[pairs], data.rejected[pairs]]))        # sorted
     where = {int(r): i for i, r in enumerate(responses)}
     with _autocast(config.precision):
-        scores, grade_logits = top_forward(model, split, [features[int(r)] for r in responses])
+        scores, grade_logits = bucketed_forward(model, split, [features[int(r)] for r in responses])
     scores = scores.float()
     chosen = scores[torch.tensor([where[int(i)] for i in data.chosen[pairs]])]
     rejected = scores[torch.tensor([where[int(i)] for i in data.rejected[pairs]])]
@@ -297,12 +313,9 @@ def score_features(model: RewardModel, split: int, features: Sequence[torch.Tens
                    precision: Precision = Precision.BF16_AUTOCAST, batch_size: int = 32) -> torch.Tensor:
     """The score of every cached response -> [N]."""
     model.eval()
-    out = []
-    for s in range(0, len(features), batch_size):
-        with _autocast(Precision(precision)):
-            scores, _ = top_forward(model, split, features[s:s + batch_size])
-        out.append(scores.float())
-    return torch.cat(out)
+    with _autocast(Precision(precision)):
+        scores, _ = bucketed_forward(model, split, features, bucket=batch_size)
+    return scores.float()
 
 
 def pair_accuracy(scores: torch.Tensor, data: RewardData) -> dict[str, float]:

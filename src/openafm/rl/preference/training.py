@@ -15,6 +15,7 @@ through the extra frozen layers instead of recomputing them from the tokens.
 
 Judged figures (each with its pair count n and a 95% Wilson interval):
     pair_accuracy          per source and pooled ("all"): the chosen response scores strictly higher
+    pair_accuracy_by_grades  the same per source and couple of grades ("math 1>0": correct unmarked over wrong)
     verifier_order         over held-out pairs whose two verifier rewards differ: the fraction the reward model
                            orders as the verifier does
     verifier_spearman      per source: Spearman's rank correlation of the reward model's scores with the verifier
@@ -171,6 +172,9 @@ def evaluate(model: RewardModel, prepared: Prepared) -> dict:
     right = (scores[data.chosen] > scores[data.rejected]).tolist()
     intervals = {tag: with_interval(sum(r for r, t in zip(right, data.tags) if t == tag), data.tags.count(tag))
                  for tag in sorted(set(data.tags))} | {"all": with_interval(sum(right), len(right))}
+    by_grades: dict[str, list[bool]] = {}                  # "math 2>0": the pairs of those two grades
+    for p, r in zip(pairs, right, strict=True):
+        by_grades.setdefault(f"{p.source.value} {p.pair.chosen_grade}>{p.pair.rejected_grade}", []).append(r)
     index = {t: i for i, t in enumerate(data.texts)}
     order: dict[str, list[bool]] = {}
     by_source: dict[str, dict[int, float]] = {}
@@ -190,6 +194,7 @@ def evaluate(model: RewardModel, prepared: Prepared) -> dict:
         "judged_pairs": len(pairs),
         "pair_accuracy": accuracy,
         "pair_accuracy_interval": intervals,
+        "pair_accuracy_by_grades": {k: with_interval(sum(v), len(v)) for k, v in sorted(by_grades.items())},
         "pairs_per_source": {s: data.tags.count(s) for s in sorted(set(data.tags))},
         "verifier_order": {**agree, "all": sum(pooled) / len(pooled) if pooled else None},
         "verifier_order_interval": {**{s: with_interval(sum(v), len(v)) for s, v in sorted(order.items())},
