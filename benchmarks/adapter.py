@@ -27,7 +27,8 @@ from openafm.checkpoint.adapter import attach_adapter, read_adapter  # noqa: E40
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.data.conversations import read_conversations  # noqa: E402
 from openafm.runtime.draft import load_draft, save_draft  # noqa: E402
-from openafm.runtime.speculative import SpeculativeStats, generate_speculative  # noqa: E402
+from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
+from openafm.runtime.proposers import ProposerKind  # noqa: E402
 from openafm.train.adapter_toolkit import AdapterConfig, answer_accuracy, train_adapter  # noqa: E402
 from openafm.train.draft import DraftTrainConfig, train_draft  # noqa: E402
 
@@ -50,13 +51,14 @@ def task_lines(n_train: int, n_heldout: int) -> tuple[list, list]:
 
 
 def acceptance(target, draft, tokenizer, convs, gamma: int) -> dict:
-    spec = SpeculativeStats()
+    proposed = accepted = 0
     for conv in convs:
         ids = tokenizer.encode(tokenizer.apply_chat_template(list(conv.messages[:-1]), add_generation_prompt=True))
-        generate_speculative(target, draft, [ids], max_new_tokens=12, gamma=gamma, spec_stats=spec,
-                             eos_token_ids=set(tokenizer.eos_token_ids))
-    return {"acceptance_rate": spec.acceptance_rate, "mean_accepted_length": spec.mean_accepted_length,
-            "proposed": spec.proposed}
+        stats = GenerationStats()
+        generate_tokens(target, [ids], max_new_tokens=12, gamma=gamma, stats=stats, speculate=ProposerKind.DRAFT,
+                        draft=draft, eos_token_ids=set(tokenizer.eos_token_ids))
+        proposed, accepted = proposed + stats.proposed, accepted + stats.accepted
+    return {"acceptance_rate": accepted / proposed if proposed else float("nan"), "proposed": proposed}
 
 
 def main() -> None:

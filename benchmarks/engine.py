@@ -1,12 +1,18 @@
-"""One request through the continuous-batching engine vs the single-stream `generate_tokens` on the same prompts:
-what routing every caller through one engine would cost a lone request (target >= 0.95x).
+"""What routing every caller through one engine costs a lone request, and what it gains sessions that respond at once.
 
-    python benchmarks/engine.py --json          # ~2 min on 2 cores; writes docs/results/engine.json
+    python benchmarks/engine.py --json          # ~4 min on 2 cores; writes docs/results/engine.json
 
-Both run greedy on the default model with the fused decode step, on the same chat prompts and token budget, warmed
-alike (every prompt once), then interleaved prompt by prompt for `--rounds` rounds. Decode tok/s = tokens after
-the first (an end-of-sequence token counted, as both decode it) / seconds from the first token to the last (the
-engine's from its events' timestamps, generate's from its stats), summed over the prompts; time to first token is reported beside it. Outputs are compared token for token.
+1. One request: through a started engine (its loop thread, as the server and fm sessions use it), through
+   `generate_tokens` (a private engine run in the calling thread, as eval, RL and `generate` use it), and through
+   the bare loop the engine replaces (prefill, then the fused one-token step and an argmax, nothing else: no
+   grammar, stop strings, events or scheduling) — target >= 0.95x the bare loop. Greedy on the default model, the
+   same chat prompts and token budget, warmed alike (every prompt once), then interleaved prompt by prompt for
+   `--rounds` rounds. Decode tok/s = tokens after the first (an end-of-sequence token counted, as all decode it) /
+   seconds from the first token to the last, summed over the prompts; time to first token beside it. Outputs are
+   compared token for token.
+2. Sessions: `--sessions` fm sessions each answer one question, all at once (their requests share the model's
+   engine batch) vs one after another, greedy, `--rounds` interleaved rounds; throughput = answer tokens / wall
+   seconds (target >= 2.5x), and every concurrent answer must equal its sequential one.
 """
 
 from __future__ import annotations
@@ -24,9 +30,20 @@ from speculative import PROMPTS  # noqa: E402
 
 import torch  # noqa: E402
 
+import asyncio  # noqa: E402
+
 import openafm  # noqa: E402
+import openafm.fm as fm  # noqa: E402
+from openafm.models.decoder import Logits  # noqa: E402
 from openafm.runtime.engine import Engine, EngineConfig, RowRequest  # noqa: E402
+from openafm.runtime.fused_step import StepKind, choose_step  # noqa: E402
 from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
+from openafm.runtime.kv_cache import KVCache  # noqa: E402
+
+QUESTIONS = ["What is the capital of France?", "Name three colours.", "Write a haiku about the sea.",
+             "Who wrote Hamlet?", "Give me a tip for sleeping well.", "What is a prime number?",
+             "Describe a cat in one sentence.", "Why is the sky blue?", "Name a famous painter.",
+             "What do bees make?", "How many legs does a spider have?", "Suggest a name for a dog."]
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "engine.json"
 
@@ -80,17 +97,74 @@ def through_generate(lm, prompt: list[int], new: int) -> dict:
             "decode_s": stats.decode_seconds}
 
 
+def through_bare_loop(lm, prompt: list[int], new: int) -> dict:
+    """The floor: prefill, then the fused one-token step and an argmax until EOS or `new` tokens."""
+    model, eos = lm.model, set(lm.tokenizer.eos_token_ids)
+    w = model.norm.weight
+    start = time.perf_counter()
+    with torch.inference_mode():
+        cache = KVCache(model.kv_plan, batch_size=1, capacity=len(prompt) + new, dtype=w.dtype, device=w.device)
+        fused, _ = choose_step(StepKind.FUSED, model, cache)
+        tok = int(model(torch.tensor([prompt]), cache=cache, logits=Logits.LAST)[0, -1].argmax())
+        stamps, tokens = [time.perf_counter()], []
+        while tok not in eos and len(stamps) < new:
+            tokens.append(tok)
+            tok = int(fused(torch.tensor([[tok]]), cache, torch.tensor([[cache.steps]]))[0].argmax())
+            stamps.append(time.perf_counter())
+    if tok not in eos:
+        tokens.append(tok)
+    return {"tokens": tokens, "n": len(stamps), "ttft": stamps[0] - start, "decode_s": stamps[-1] - stamps[0]}
+
+
+def sessions_round(model: fm.SystemLanguageModel, questions: list[str], new: int, together: bool) -> dict:
+    """Each question in a fresh session; all at once or one after another -> answers, tokens, wall seconds."""
+    options = fm.GenerationOptions(temperature=0.0, maximum_response_tokens=new)
+    tok = model.language_model().tokenizer
+
+    async def one(q: str) -> str:
+        return await fm.LanguageModelSession(model=model).respond(q, options=options)
+
+    async def run() -> list[str]:
+        if together:
+            return list(await asyncio.gather(*(one(q) for q in questions)))
+        return [await one(q) for q in questions]
+    start = time.perf_counter()
+    answers = asyncio.run(run())
+    wall = time.perf_counter() - start
+    return {"answers": answers, "tokens": sum(len(tok.encode(a)) for a in answers), "wall_s": wall}
+
+
+def sessions_figures(n: int, new: int, rounds: int) -> dict:
+    model = fm.SystemLanguageModel(max_concurrent_requests=n)
+    questions = QUESTIONS[:n]
+    for together in (False, True):                                          # warm-up, alike
+        sessions_round(model, questions, new, together)
+    runs = {"sequential": [], "concurrent": []}
+    for r in range(rounds):
+        log(f"sessions round {r + 1} of {rounds}")
+        for name, together in (("sequential", False), ("concurrent", True)):
+            runs[name].append(sessions_round(model, questions, new, together))
+    rate = {name: median([x["tokens"] / x["wall_s"] for x in xs]) for name, xs in runs.items()}
+    return {"sessions_concurrent_speedup": round(rate["concurrent"] / rate["sequential"], 2),
+            "sessions_identical": all(c["answers"] == s["answers"]
+                                      for c, s in zip(runs["concurrent"], runs["sequential"], strict=True)),
+            "sessions": {"n": n, "max_tokens": new, "tok_s": {k: round(v, 1) for k, v in rate.items()},
+                         "wall_s": {k: [round(x["wall_s"], 2) for x in xs] for k, xs in runs.items()}}}
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--sessions", type=int, default=8, help="fm sessions responding at once (0: skip)")
     args = p.parse_args()
     lm = openafm.load()
     prompts = [lm.encode(lm.chat_prompt(q)) for q in PROMPTS]
     engine = Engine(lm.model, lm.tokenizer, EngineConfig(max_batch=4, prefix_cache=0)).start()   # prefills alike
     t0, load = time.perf_counter(), os.getloadavg()[0]
     variants = {"engine": lambda ids: through_engine(engine, ids, args.new_tokens),
-                "generate": lambda ids: through_generate(lm, ids, args.new_tokens)}
+                "generate": lambda ids: through_generate(lm, ids, args.new_tokens),
+                "bare_loop": lambda ids: through_bare_loop(lm, ids, args.new_tokens)}
     try:
         runs = interleaved_rounds(variants, prompts, args.rounds)
     finally:
@@ -100,14 +174,21 @@ def main() -> None:
         rates = decode_rates(runs[name])
         figures[name] = {"decode_tok_s": round(median(rates), 1), "tok_s_per_round": [round(x, 1) for x in rates],
                          "ttft_ms_median": round(1e3 * median([x["ttft"] for per in runs[name] for x in per]), 1)}
-    result = {"engine_over_generate": round(figures["engine"]["decode_tok_s"] / figures["generate"]["decode_tok_s"], 3),
-              "engine_ttft_over_generate": round(figures["engine"]["ttft_ms_median"]
-                                                 / figures["generate"]["ttft_ms_median"], 3),
-              "identical": all(runs["engine"][i][r]["tokens"] == runs["generate"][i][r]["tokens"]
-                               for i in range(len(prompts)) for r in range(args.rounds)),
+    over = {name: round(figures[name]["decode_tok_s"] / figures["bare_loop"]["decode_tok_s"], 3)
+            for name in ("engine", "generate")}
+    result = {"engine_over_generate": over["engine"], "generate_over_bare_loop": over["generate"],
+              "engine_ttft_over_bare_loop": round(figures["engine"]["ttft_ms_median"]
+                                                  / figures["bare_loop"]["ttft_ms_median"], 3),
+              "identical": all(runs[name][i][r]["tokens"] == runs["bare_loop"][i][r]["tokens"]
+                               for name in ("engine", "generate") for i in range(len(prompts))
+                               for r in range(args.rounds)),
               **figures, "prompts": len(prompts), "new_tokens": args.new_tokens, "rounds": args.rounds,
               "step": engine.step_kind, "threads": torch.get_num_threads(), "load_at_start": round(load, 2),
-              "seconds": round(time.perf_counter() - t0), "command": "python benchmarks/engine.py --json"}
+              "baseline": "engine_over_generate is the started engine over the bare fused loop (runtime/generate.py "
+                          "is itself the engine now)"}
+    if args.sessions:
+        result.update(sessions_figures(args.sessions, args.new_tokens, args.rounds))
+    result.update(seconds=round(time.perf_counter() - t0), command="python benchmarks/engine.py --json")
     emit(result, args.json)
     if args.json:
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")

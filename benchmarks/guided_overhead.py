@@ -18,6 +18,7 @@ from _common import emit, log, parser  # noqa: E402
 import openafm  # noqa: E402
 from openafm.runtime.constrained import GrammarConstraint  # noqa: E402
 from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
+from openafm.runtime.request import Forced  # noqa: E402
 
 # A long free-text field: after the opening key every token is sampled under the mask, as in open text.
 LONG_TEXT = {"type": "object", "properties": {"story": {"type": "string", "minLength": 400}}, "required": ["story"]}
@@ -34,7 +35,7 @@ PERSON = {"type": "object", "properties": {
 def per_token_times(lm, ids, n, constraint):
     """Seconds between consecutive generated tokens (the first token, which includes prefill, excluded)."""
     stamps = []
-    generate_tokens(lm.model, [ids], max_new_tokens=n, constraint=constraint, fast_forward=False,
+    generate_tokens(lm.model, [ids], max_new_tokens=n, constraint=constraint, forced=Forced.SAMPLE,
                     tokenizer=lm.tokenizer, on_token=lambda e: stamps.append(time.perf_counter()))
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
@@ -55,13 +56,13 @@ def main() -> None:
         g_constraint = GrammarConstraint.from_json_schema(LONG_TEXT, lm.tokenizer)
         g = per_token_times(lm, story_ids, args.tokens, g_constraint)
         walls = {}
-        for ff in (True, False):
+        for ff in (Forced.FEED, Forced.SAMPLE):
             stats = GenerationStats()
             t = time.perf_counter()
-            out = generate_tokens(lm.model, [person_ids], max_new_tokens=200, fast_forward=ff, tokenizer=lm.tokenizer,
+            out = generate_tokens(lm.model, [person_ids], max_new_tokens=200, forced=ff, tokenizer=lm.tokenizer,
                                   constraint=GrammarConstraint.from_json_schema(PERSON, lm.tokenizer), stats=stats)[0]
             walls[ff] = time.perf_counter() - t
-            if ff:
+            if ff is Forced.FEED:
                 forced_share.append(stats.forced_tokens / max(stats.new_tokens, 1))
         c = GrammarConstraint.from_json_schema(LONG_TEXT, lm.tokenizer)
         t = time.perf_counter()
@@ -70,8 +71,8 @@ def main() -> None:
         mask_us.append((time.perf_counter() - t) / 200 * 1e6)
         free.append(statistics.median(f))
         guided.append(statistics.median(g))
-        ff_wall.append(walls[True])
-        plain_wall.append(walls[False])
+        ff_wall.append(walls[Forced.FEED])
+        plain_wall.append(walls[Forced.SAMPLE])
     free, guided, ff_wall, plain_wall, forced_share, mask_us = (x[1:] for x in (free, guided, ff_wall, plain_wall,
                                                                                  forced_share, mask_us))
     med = statistics.median

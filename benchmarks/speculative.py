@@ -28,7 +28,7 @@ from openafm.runtime.constrained import GrammarConstraint  # noqa: E402
 from openafm.runtime.draft import load_draft  # noqa: E402
 from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
 from openafm.runtime.sampling import SamplingParams  # noqa: E402
-from openafm.runtime.speculative import SpeculativeStats, generate_speculative  # noqa: E402
+from openafm.runtime.proposers import ProposerKind  # noqa: E402
 
 PROMPTS = ["What is the capital of France?", "Write a short poem about the sea.",
            "Explain what a computer does, in two sentences.", "Give me three tips for sleeping well.",
@@ -51,11 +51,11 @@ def run_plain(lm, ids, new, sampling=SamplingParams(), constraint=None):
 
 
 def run_spec(lm, draft, ids, new, gamma, sampling=SamplingParams(), constraint=None):
-    stats, spec = GenerationStats(), SpeculativeStats()
-    out = generate_speculative(lm.model, draft, [ids], max_new_tokens=new, gamma=gamma, sampling=sampling,
-                               constraint=constraint, tokenizer=lm.tokenizer,
-                               eos_token_ids=set(lm.tokenizer.eos_token_ids), stats=stats, spec_stats=spec)[0]
-    return out, stats, spec
+    stats = GenerationStats()
+    out = generate_tokens(lm.model, [ids], max_new_tokens=new, gamma=gamma, sampling=sampling, constraint=constraint,
+                          tokenizer=lm.tokenizer, eos_token_ids=set(lm.tokenizer.eos_token_ids), stats=stats,
+                          speculate=ProposerKind.DRAFT, draft=draft)[0]
+    return out, stats, stats
 
 
 def sweep(lm, draft, prompts, variants: dict, rounds: int, new: int) -> dict:
@@ -77,7 +77,7 @@ def sweep(lm, draft, prompts, variants: dict, rounds: int, new: int) -> dict:
                     if spec is not None:
                         accept[name][0] += spec.accepted
                         accept[name][1] += spec.proposed
-                        accept[name][2] += spec.rounds
+                        accept[name][2] += spec.decode_steps
         for name in variants:
             seconds[name].append(total[name][0])
             tokens[name] = total[name][1]

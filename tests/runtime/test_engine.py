@@ -5,6 +5,7 @@ refuses."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
@@ -13,9 +14,11 @@ from engine_events import Collector
 
 import openafm
 from openafm.checkpoint.packaged import RAW_MODEL
+from openafm.commands.common import parse_speculate
 from openafm.runtime.engine import CANCELLED, Engine, EngineBusy, EngineConfig, RowRequest
 from openafm.runtime.constrained import GrammarConstraint
 from openafm.runtime.generate import generate_tokens
+from openafm.runtime.proposers import ProposerKind
 from openafm.runtime.sampling import SamplingParams
 
 pytestmark = pytest.mark.real_model
@@ -156,3 +159,20 @@ def test_a_long_prompt_joins_in_chunks_between_the_running_rows_steps(lm):
     chunks = -(-len(long) // 64)
     assert len(long) > 400 and between >= chunks - 2, (between, chunks)
     assert joining.events[0].prefill_seconds > 0 and joining.tokens == alone(lm, long, 8)
+
+
+def test_speculate_values_parse_or_fail_naming_the_value():
+    assert parse_speculate("off") == (ProposerKind.OFF, None)
+    assert parse_speculate("ngram") == (ProposerKind.NGRAM, None)
+    assert parse_speculate("draft:drafts/x") == (ProposerKind.DRAFT, "drafts/x")
+    for bad in ("draft", "draft:", "eagle", "ngram:3"):
+        with pytest.raises(argparse.ArgumentTypeError, match=repr(bad)):
+            parse_speculate(bad)
+
+
+def test_a_draft_request_on_an_engine_without_a_draft_is_refused(lm):
+    engine = Engine(lm.model, lm.tokenizer, EngineConfig(max_batch=1))
+    with pytest.raises(ValueError, match="speculate=draft"):
+        engine.run([RowRequest([1, 2, 3], 4, lambda e: None, speculate=ProposerKind.DRAFT)])
+    with pytest.raises(ValueError, match="needs a draft model"):
+        Engine(lm.model, lm.tokenizer, EngineConfig(speculate=ProposerKind.DRAFT))

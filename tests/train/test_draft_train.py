@@ -5,16 +5,20 @@ import torch
 from tiny import make_tiny
 
 from openafm.runtime.draft import build_draft
-from openafm.runtime.speculative import SpeculativeStats, generate_speculative
+from openafm.runtime.generate import GenerationStats, generate_tokens
+from openafm.runtime.proposers import ProposerKind
 from openafm.train.draft import DraftTrainConfig, frequent_vocab, train_draft
 
 
 def acceptance(target, draft, tokenizer, prompts):
-    spec = SpeculativeStats()
+    proposed = accepted = 0
     for p in prompts:
         ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": p}]))
-        generate_speculative(target, draft, [ids], max_new_tokens=24, gamma=3, spec_stats=spec)
-    return spec.acceptance_rate
+        stats = GenerationStats()
+        generate_tokens(target, [ids], max_new_tokens=24, speculate=ProposerKind.DRAFT, draft=draft, gamma=3,
+                        stats=stats)
+        proposed, accepted = proposed + stats.proposed, accepted + stats.accepted
+    return accepted / proposed
 
 
 def test_distillation_lowers_the_loss_and_raises_acceptance(tokenizer, tmp_path):

@@ -11,6 +11,7 @@ from openafm.api import DEFAULT_MODEL, load
 from openafm.commands.common import SPECULATE_HELP, parse_speculate, speculation
 from openafm.runtime.engine import EngineConfig
 from openafm.runtime.proposers import ProposerKind
+from openafm.runtime.threads import set_threads
 from openafm.serve.access import KEY_ENV, Access, exposed_without_key
 from openafm.serve.app import MAX_BODY, create_app
 from openafm.serve.engine_front import Served, served_weights
@@ -38,6 +39,8 @@ def register(subparsers) -> None:
                    help="how a GGUF's weights are held (openafm.load): auto = native blocks, or float32 when "
                         "--adapter is given (adapters attach to the dequantized weights they were trained on)")
     p.add_argument("--max-body", type=int, default=MAX_BODY, help="largest request body in bytes")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for the matrix work (default: torch's choice, the cores this process may use)")
     p.add_argument("--speculate", default=(ProposerKind.OFF, None), type=parse_speculate,
                    metavar="off|ngram|draft:DIR", help=SPECULATE_HELP)
     p.add_argument("--api-key", default=None, metavar="KEY",
@@ -66,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if exposed_without_key(args.host, access):
         print(f"openafm serve: WARNING: binding to {args.host} without an API key: anyone who can reach this "
               f"machine can use the model. Give --api-key KEY (or set {KEY_ENV}).", file=sys.stderr)
+    set_threads(args.threads)
     lm = load(args.model, weights=served_weights(args.weights, adapters))
     window = lm.model.kv_plan.max_seq_len
     max_context = args.max_context if args.max_context is not None else min(EngineConfig.max_context, window)

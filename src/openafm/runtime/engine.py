@@ -45,13 +45,14 @@ import torch
 
 from openafm.errors import ContextWindowExceededError, OpenAFMError
 from openafm.models.decoder import Logits
-from openafm.runtime.fused_step import StepKind, choose_step
-from openafm.runtime.kv_cache import KVCache, KVStorage
-from openafm.runtime.prefix_cache import PrefixCache
-from openafm.runtime.request import CANCELLED, ERROR, Completion, FinishReason, Forced, RowEvent, RowRequest
 from openafm.runtime.draft import DraftModel
+from openafm.runtime.fused_step import StepKind, choose_step
+from openafm.runtime.kv_cache import KVStorage
+from openafm.runtime.prefix_cache import PrefixCache
+from openafm.runtime.request import CANCELLED, ERROR, Completion, RowEvent, RowRequest
 from openafm.runtime.proposers import Acceptance, DraftProposer, NgramConfig, NgramProposer, ProposerKind, StepCosts
 from openafm.runtime.row_cache import RowCache
+from openafm.runtime.row_state import NoText, Prefill, Row
 from openafm.runtime.sampling import Sampler
 from openafm.runtime.stops import StopMatcher
 from openafm.tokenizer.stream import StreamDecoder
@@ -92,46 +93,6 @@ class EngineConfig:
             raise ValueError(f"prefix_cache={self.prefix_cache!r} is invalid: use an integer >= 0 (0 = off)")
 
 
-class _NoText:
-    """The stream decoder of an engine without a tokenizer: rows produce token ids only."""
-
-    def push(self, token: int) -> str:
-        return ""
-
-    def flush(self) -> str:
-        return ""
-
-
-@dataclasses.dataclass
-class _Row:
-    req: RowRequest
-    sampler: Sampler
-    decoder: StreamDecoder | _NoText
-    stops: StopMatcher
-    text: str = ""
-    shown: int = 0
-    produced: int = 0
-    position: int = 0               # position of the next token fed
-    next_token: int = -1            # the token to feed at the next step
-    pending_forced: list[int] = dataclasses.field(default_factory=list)
-    proposer: NgramProposer | DraftProposer | None = None     # set when the row speculates
-    acceptance: Acceptance = dataclasses.field(default_factory=Acceptance)
-    step_proposed: int = 0          # the step being verified: its guesses, those accepted so far, the one judged now
-    step_accepted: int = 0          # (a row that finishes mid-step reports them in its last event)
-    step_guess: int | None = None
-    steps: int = 0                  # decode steps the row took part in
-
-
-@dataclasses.dataclass
-class _Prefill:
-    """A request joining: its prompt goes into its own single-row cache one chunk per loop turn."""
-    req: RowRequest
-    cache: KVCache
-    cached: int                     # prompt tokens the prefix cache supplied
-    done: int                       # prompt tokens in the cache so far
-    seconds: float = 0.0            # spent prefilling (the chunks only)
-
-
 class Engine:
     """The engine loop over one model: `start()` + `submit()` from any thread, or `run()` in the caller's."""
 
@@ -156,9 +117,9 @@ class Engine:
         self.cache = RowCache(model.kv_plan, rows=config.max_batch, capacity=config.initial_capacity,
                               max_capacity=config.max_context, dtype=model.norm.weight.dtype,
                               device=model.norm.weight.device, storage=config.kv_storage)
-        self.rows: list[_Row] = []                     # live rows; rows[i] is cache row i
+        self.rows: list[Row] = []                     # live rows; rows[i] is cache row i
         self.queue: collections.deque[RowRequest] = collections.deque()
-        self.joining: collections.deque[_Prefill] = collections.deque()     # admitted, prefilling
+        self.joining: collections.deque[Prefill] = collections.deque()     # admitted, prefilling
         self.prefixes = PrefixCache(model.kv_plan, size=config.prefix_cache, min_prefix=config.min_prefix,
                                     dtype=self.cache.dtype, device=self.cache.device, storage=config.kv_storage)
         self._cv = threading.Condition()
@@ -296,7 +257,7 @@ class Engine:
         except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
             self._end_alone(req, ERROR, e)
             return
-        self.joining.append(_Prefill(req, cache, cached, done=cached))
+        self.joining.append(Prefill(req, cache, cached, done=cached))
 
     def _prefill_chunk(self) -> None:
         """One chunk of the first joining prompt (so a long prompt does not stall the running rows); a prompt
@@ -321,8 +282,8 @@ class Engine:
             return
         req, r = p.req, len(self.rows)
         self.cache.splice(r, p.cache, p.cache.steps)
-        decoder = StreamDecoder(self.tokenizer) if self.tokenizer is not None else _NoText()
-        row = _Row(req, Sampler(req.sampling, self.cache.device), decoder,
+        decoder = StreamDecoder(self.tokenizer) if self.tokenizer is not None else NoText()
+        row = Row(req, Sampler(req.sampling, self.cache.device), decoder,
                    StopMatcher(list(req.stop)), position=p.cache.steps)
         kind = req.speculate or self.config.speculate
         if kind is ProposerKind.NGRAM:
@@ -399,7 +360,7 @@ class Engine:
                     acc.untried()
         return [(g[:best - 1], acc) for g, acc in offers]
 
-    def _verify(self, r: int, row: _Row, logits: torch.Tensor, guess: list[int]) -> int:
+    def _verify(self, r: int, row: Row, logits: torch.Tensor, guess: list[int]) -> int:
         """Row r chooses along its slots (logits [t, V]): slot j's logits pick the token after slot j's token, and
         it goes on while that pick is the guess fed at slot j + 1. -> slots kept (1 + accepted guesses)."""
         accepted = 0
@@ -417,69 +378,13 @@ class Engine:
         row.step_proposed, row.step_accepted, row.step_guess = 0, 0, None
         return 1 + accepted
 
-    def _choose(self, r: int, row: _Row, logits: torch.Tensor, event: RowEvent, guess: int | None = None) -> None:
-        """Pick row r's next token from its logits [V] (or its pending forced token), emit it, check the end.
-        ``guess``: the token fed after this one in a speculative step (the event says whether the pick is it)."""
-        req = row.req
-        try:
-            if row.pending_forced:
-                tok = row.pending_forced.pop(0)
-                event.forced = True
-                dist = None
-            else:
-                if req.constraint is not None:
-                    t = time.perf_counter()
-                    logits = req.constraint.mask_logits(logits[None])[0]
-                    event.mask_seconds = time.perf_counter() - t
-                tok = int(row.sampler(logits[None])[0])
-                dist = logits
-            if req.logprobs is not None and dist is not None:
-                lp = torch.log_softmax(dist.float(), -1)
-                event.logprob = float(lp[tok])
-                if req.logprobs:
-                    top = lp.topk(req.logprobs)
-                    event.top_logprobs = list(zip(top.indices.tolist(), top.values.tolist()))
-            elif req.logprobs is not None:
-                event.logprob = 0.0                       # a forced token has probability 1
-                event.top_logprobs = [(tok, 0.0)] if req.logprobs else None
-            if req.constraint is not None and not event.forced:
-                req.constraint.consume(tok)
-            if req.constraint is not None and req.forced is Forced.FEED:
-                budget = req.max_new_tokens - row.produced - 1 - len(row.pending_forced)
-                row.pending_forced += req.constraint.forced(budget=max(0, budget))
-        except Exception as e:                           # noqa: BLE001
-            event.finish, event.error, event.exception = ERROR, f"{type(e).__name__}: {e}", e
-            self._emit(r, row, event)
-            return
-        row.produced += 1
-        row.next_token = tok
-        event.token_id = tok
-        event.guessed = tok == guess and not event.forced
-        if row.proposer is not None:
-            row.proposer.append(tok)
-        if tok in self.eos and not event.forced:
-            event.finish = FinishReason.EOS
-            row.text += row.decoder.flush()
-            event.text, row.shown = row.text[row.shown:], len(row.text)
-        else:
-            before = len(row.text)
-            row.text += row.decoder.push(tok)
-            cut = row.stops.find(row.text, before) if row.stops.stops else None
-            if cut is not None:
-                row.text = row.text[:cut]
-                event.finish = FinishReason.STOP
-            elif req.constraint is not None and req.constraint.done and not row.pending_forced:
-                event.finish = FinishReason.COMPLETE
-            elif row.produced >= req.max_new_tokens:
-                event.finish = FinishReason.LENGTH
-            if event.finish in (FinishReason.COMPLETE, FinishReason.LENGTH):
-                row.text += row.decoder.flush()
-            visible = len(row.text) if event.finish or not row.stops.stops else row.stops.safe_length(row.text)
-            event.text, row.shown = row.text[row.shown:visible], max(row.shown, visible)
-        self.tokens_out += 1
+    def _choose(self, r: int, row: Row, logits: torch.Tensor, event: RowEvent, guess: int | None = None) -> None:
+        """Row r picks its next token (Row.choose) and the event goes out."""
+        if row.choose(logits, event, self.eos, guess):
+            self.tokens_out += 1
         self._emit(r, row, event)
 
-    def _emit(self, r: int, row: _Row, event: RowEvent) -> None:
+    def _emit(self, r: int, row: Row, event: RowEvent) -> None:
         """Send row r's event (r = -1: the row's cache is not to be trusted, as after a failed step)."""
         event.at = time.perf_counter() - row.req.submitted
         event.kv_bytes = row.position * self.cache.bytes_per_token()
@@ -507,7 +412,7 @@ class Engine:
             self.joining.remove(p)
             self._end_alone(p.req, CANCELLED)
 
-    def _remove(self, gone: Callable[[_Row], bool]) -> None:
+    def _remove(self, gone: Callable[[Row], bool]) -> None:
         r = 0
         while r < len(self.rows):
             if gone(self.rows[r]):

@@ -1,0 +1,51 @@
+"""Sessions of one model decode on one shared engine: requests that respond at the same time share its batch, and
+each answer is the one the session gives alone."""
+
+import asyncio
+
+import pytest
+
+import openafm.fm as fm
+from openafm.fm.model import ENGINE_ROWS
+
+pytestmark = pytest.mark.real_model
+
+QUESTIONS = ["Name a colour.", "What is 2 + 3?", "Name a fruit.", "What is the capital of Italy?"]
+GREEDY = fm.GenerationOptions(temperature=0.0, maximum_response_tokens=24)
+
+
+def test_concurrent_sessions_share_the_engine_batch_and_answer_as_alone():
+    model = fm.SystemLanguageModel(max_concurrent_requests=len(QUESTIONS))
+    engine = model.engine()
+    assert engine is fm.SystemLanguageModel().engine()           # one engine per backing model
+    assert engine.config.max_batch == ENGINE_ROWS
+
+    async def ask(q):
+        return await fm.LanguageModelSession(model=model).respond(q, options=GREEDY)
+
+    async def alone():
+        return [await ask(q) for q in QUESTIONS]
+
+    async def together():
+        return list(await asyncio.gather(*(ask(q) for q in QUESTIONS)))
+    sequential = asyncio.run(alone())
+    widest, step = [0], engine._step
+
+    def watched():                                               # the rows of each decode step
+        widest[0] = max(widest[0], engine.running)
+        step()
+    engine._step = watched
+    try:
+        concurrent = asyncio.run(together())
+    finally:
+        del engine._step
+    assert concurrent == sequential
+    assert widest[0] >= 2                                        # requests of different sessions in one step
+
+
+def test_a_session_continues_its_cache_through_the_shared_engine():
+    session = fm.LanguageModelSession(model=fm.SystemLanguageModel())
+    asyncio.run(session.respond("Name a colour.", options=GREEDY))
+    cached = session._conversation.cached
+    asyncio.run(session.respond("And another one?", options=GREEDY))
+    assert session._conversation.last_turn.cached_tokens == cached > 0      # only the new turn was prefilled
