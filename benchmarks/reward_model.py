@@ -68,8 +68,11 @@ def fit_by_epoch(model: RewardModel, prepared, config: FitConfig, run_dir: Path)
                       resume=True, progress=True, stop_after=steps_per_epoch)
         figures = evaluate(model, prepared)
         epochs.append({"epoch": epoch + 1, "train_loss_last": records[-1]["loss"] if records else None,
-                       "pair_accuracy": figures["pair_accuracy"], "fit_seconds": round(time.perf_counter() - t, 1)})
-        log(f"epoch {epoch + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in figures["pair_accuracy"].items()))
+                       "pair_accuracy": figures["pair_accuracy"],
+                       "pair_accuracy_by_grades": {k: v["value"] for k, v in figures["pair_accuracy_by_grades"].items()},
+                       "fit_seconds": round(time.perf_counter() - t, 1)})
+        log(f"epoch {epoch + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in figures["pair_accuracy"].items())
+            + "; " + ", ".join(f"{k} {v:.2f}" for k, v in epochs[-1]["pair_accuracy_by_grades"].items()))
         write_text_atomic(run_dir / EPOCHS_FILE, json.dumps(epochs, indent=1) + "\n")
     return {"grading_weight": config.grading_weight, "steps": steps_per_epoch * config.epochs,
             "train_loss_last": epochs[-1].get("train_loss_last"), "fit_seconds": epochs[-1].get("fit_seconds"),
@@ -80,12 +83,12 @@ def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--model", default=RAW_MODEL)
     p.add_argument("--sources", default="math,instructions,tool-call")
-    p.add_argument("--n", default="math=192,instructions=96,tool-call=96",
+    p.add_argument("--n", default="math=384,instructions=96,tool-call=96",
                    help='training prompts per source: one count, or "source=count,..."')
     p.add_argument("--heldout", type=int, default=32, help="held-out prompts per source")
     p.add_argument("--judge", default=Judge.HELDOUT.value, choices=[j.value for j in Judge],
                    help="heldout (the reported figures) or validation (choosing settings)")
-    p.add_argument("--train-layers", type=int, default=2)
+    p.add_argument("--train-layers", type=int, default=8)
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--grading-weight", type=float, default=0.1)
     p.add_argument("--lr", type=float, default=3e-4, help="learning rate of the trained trunk layers")

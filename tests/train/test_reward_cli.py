@@ -55,7 +55,7 @@ def test_reward_train_and_score_end_to_end(tmp_path, base, tokenizer, capsys):
     write_pairs(tmp_path / "pairs.jsonl", _pairs())
     out = tmp_path / "rm"
     args = ["reward", "train", str(out), "--model", base, "--pairs", str(tmp_path / "pairs.jsonl"), "--epochs", "3",
-            "--batch-prompts", "2", "--precision", "float32", "--checkpoint-every", "1", "--quiet"]
+            "--train-layers", "2", "--batch-prompts", "2", "--precision", "float32", "--checkpoint-every", "1", "--quiet"]
     assert main(args) == 0
     assert "reward model: 18 training pairs, held-out pairwise accuracy math" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
