@@ -47,11 +47,21 @@ def test_last_logits_equal_the_full_computation(name):
     assert (cached - full).abs().max().item() < 1e-4
 
 
+def left_pad(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> ids [B, L] (pad id 0) and positions [B, L] with -1 on the left padding."""
+    longest = max(len(p) for p in prompts)
+    ids = torch.zeros(len(prompts), longest, dtype=torch.long)
+    pos = torch.full((len(prompts), longest), -1, dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, longest - len(p):] = torch.tensor(p)
+        pos[r, longest - len(p):] = torch.arange(len(p))
+    return ids, pos
+
+
 def test_padded_batch_rows_equal_their_unpadded_runs():
     model = make_tiny("afm-server-dense-tiny")
-    from openafm.runtime.generate import _left_pad
     prompts = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24], [3, 4, 5]]
-    ids, pos = _left_pad(prompts, "cpu")
+    ids, pos = left_pad(prompts)
     with torch.no_grad():
         cache = KVCache(model.config, batch_size=2, capacity=30)
         batched = model(ids, cache=cache, positions=pos, logits=Logits.LAST)[:, 0]
@@ -77,8 +87,7 @@ def test_chunked_appends_with_last_logits_only(name):
 
 def test_padded_cache_needs_explicit_positions():
     model = make_tiny("smollm2-tiny")
-    from openafm.runtime.generate import _left_pad
-    ids, pos = _left_pad([[1, 2, 3], [4]], "cpu")
+    ids, pos = left_pad([[1, 2, 3], [4]])
     cache = KVCache(model.config, batch_size=2, capacity=8)
     with torch.no_grad():
         model(ids, cache=cache, positions=pos)

@@ -10,8 +10,8 @@ Each request is a `RowRequest` (prompt ids, its own sampling parameters, stop st
 log-prob count, a CancelToken and an `on_event` callback called from the engine thread). A loop turn:
 
 1. admit waiting requests while rows are free: each prompt is prefilled alone into a single-row KVCache (the
-   request's own, when it continues one), else reusing the K/V of the longest prompt prefix seen recently (the prefix cache: a shared system prompt is
-   prefilled once, later requests prefill only what follows it). One chunk (`prefill_chunk` tokens) of the first
+   request's own, when it continues one; else one that starts from the longest prefix of a recent prompt, the
+   prefix cache: a shared system prompt is prefilled once, later requests prefill only what follows it). One chunk (`prefill_chunk` tokens) of the first
    joining prompt runs per loop turn, between decode steps, so a long prompt does not stall the running rows;
    after its last chunk it is spliced into the `RowCache` and its first token is chosen;
 2. one decode step over rows [0, n) (the fused C++ step where the model allows it, runs with one position
@@ -23,7 +23,8 @@ Tokens the grammar forces are fed at the next step without sampling (marked `for
 them in that one step (as guesses that cannot fail).
 
 Speculation (a request's or the engine's `speculate`, runtime.proposers): a row may bring guesses of the tokens
-after its next one — the tokens its grammar forces (certain), else its n-gram proposer's — fed in the same step
+after its next one — the tokens its grammar forces (certain), else its proposer's (n-gram lookup or a draft
+model) — fed in the same step
 (every row then writes 1 + longest-guess slots; shorter rows pad). The step scores every slot, and each row
 chooses along its slots exactly as it would one step at a time, continuing while its choice equals the guess fed
 next (sample-then-compare: the same tokens for greedy rows, the same distribution for sampled ones); the slots of
