@@ -124,13 +124,16 @@ def test_pack_rows_marks_the_sampled_tokens():
 def test_sample_rows_keeps_the_end_token(tokenizer):
     model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=128)
     eos = set(range(0, tokenizer.vocab_size, 8))                     # about one token in 8 ends a row
-    rows = sample_rows(model, [[1, 2, 3], [4, 5]], k=3, max_new_tokens=6, temperature=5.0, seed=0,
-                       eos_token_ids=eos, batch=4)
-    assert len(rows) == 6 and [r.prompt for r in rows] == [[1, 2, 3]] * 3 + [[4, 5]] * 3
-    for r in rows:
-        assert r.stopped == (r.response[-1] in eos) and len(r.response) <= 6
-        assert r.text_ids == (r.response[:-1] if r.stopped else r.response)
-    assert any(r.stopped for r in rows) and any(not r.stopped for r in rows)
+    seen = []
+    for seed in range(4):                                               # draws where rows stop and where they run on
+        rows = sample_rows(model, [[1, 2, 3], [4, 5]], k=3, max_new_tokens=6, temperature=5.0, seed=seed,
+                           eos_token_ids=eos, batch=4)
+        assert len(rows) == 6 and [r.prompt for r in rows] == [[1, 2, 3]] * 3 + [[4, 5]] * 3
+        for r in rows:
+            assert r.stopped == (r.response[-1] in eos) and len(r.response) <= 6
+            assert r.text_ids == (r.response[:-1] if r.stopped else r.response)
+        seen += rows
+    assert any(r.stopped for r in seen) and any(not r.stopped for r in seen)
 
 
 @pytest.mark.parametrize("change, error, named", [
