@@ -4,6 +4,7 @@
     engine.py          THE decode loop: continuous batching, chunked prefill, prefix cache, grammar masks and forced
                        tokens, cancellation, proposers' guesses verified in the step; `start`+`submit` or `run`
     request.py         RowRequest, RowEvent and Completion: what a caller submits, hears back, and gets in the end
+    row_state.py       one request's state inside the engine and how it picks each token (Row.choose)
     generate.py        generate_tokens: token prompts in, Generations out (a private engine in the calling thread)
     fused_step.py      the decode step as one C++ call over the model's own modules and KV cache (StepKind)
     cancel.py          CancelToken: stops a generation from another thread before its next forward pass
