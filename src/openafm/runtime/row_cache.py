@@ -72,6 +72,7 @@ class RowCache:
                       + [torch.zeros(*shape[:3], 1, dtype=self.dtype, device=self.device) for _ in range(2)]
                       for i in self.owners}
         self.pos = torch.full((self.rows, capacity), -1, dtype=torch.long, device=self.device)   # [R, S]
+        self._token_bytes = sum(x[0, :, 0].nbytes for ts in self.t.values() for x in ts)
         self._views: dict[int, RowView] = {}
 
     # --- rows joining and leaving ---------------------------------------------------------------
@@ -213,7 +214,7 @@ class RowCache:
 
     def bytes_per_token(self) -> int:
         """K/V bytes one token of one row holds."""
-        return sum(x[0, :, 0].nbytes for ts in self.t.values() for x in ts)
+        return self._token_bytes
 
 
 class RowView:
