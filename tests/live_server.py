@@ -22,10 +22,10 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def live_server(lm, config: EngineConfig = EngineConfig(), *, engine: bool = True, adapters: dict | None = None,
-                **app_kw):
+                draft=None, **app_kw):
     """Yields (base URL, Served) for a server over the loaded model `lm`; stops it afterwards. engine=False: the
     engine loop is not started, so whatever is submitted stays queued."""
-    served = Served(lm, adapters, config=config)
+    served = Served(lm, adapters, config=config, draft=draft)
     if engine:
         served.start()
     port = free_port()

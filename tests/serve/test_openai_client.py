@@ -12,13 +12,16 @@ import httpx
 import jsonschema
 import openai
 import pytest
+import torch
 from live_server import live_server
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import openafm
 from openafm.checkpoint.packaged import DEFAULT_MODEL
+from openafm.runtime.draft import build_draft
 from openafm.runtime.engine import EngineConfig
+from openafm.runtime.proposers import ProposerKind
 from openafm.serve.access import Access, exposed_without_key
 
 pytestmark = pytest.mark.real_model
@@ -230,6 +233,16 @@ def test_models_health_metrics(server, client):
     assert 'openafm_requests_total{endpoint="chat",status="200"}' in text
     count = next(line for line in text.splitlines() if line.startswith("openafm_time_to_first_token_seconds_count"))
     assert int(count.split()[1]) > 0
+
+
+def test_a_server_speculating_with_a_draft_gives_the_same_greedy_text(lm, client):
+    draft = build_draft(lm.model, n_layers=1, vocab_ids=torch.arange(4096))        # untrained: guesses often fail
+    config = EngineConfig(max_batch=4, speculate=ProposerKind.DRAFT)
+    with live_server(lm, config, draft=draft) as (url, served):
+        spec = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        for question in ("Name three colours.", "Write a haiku about the sea."):
+            want = ask(client, question, max_tokens=24).choices[0].message.content
+            assert ask(spec, question, max_tokens=24).choices[0].message.content == want
 
 
 def test_a_full_queue_is_429_with_retry_after(lm):
