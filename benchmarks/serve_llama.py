@@ -29,9 +29,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import emit, log, median, parser  # noqa: E402
 from _llama_bench import TOOLS  # noqa: E402
-from serve_load import MODEL, QUESTIONS, Server, load  # noqa: E402
+from serve_load import MODEL, QUESTIONS, Server, load, wait_healthy  # noqa: E402
 
-import httpx  # noqa: E402
 import torch  # noqa: E402
 
 import openafm  # noqa: E402
@@ -54,16 +53,7 @@ class LlamaServer:
         self.proc = subprocess.Popen([str(binary), "-m", str(gguf), "--port", str(port), "-t", str(threads),
                                       "-np", str(slots), "-cb", "-c", str(slots * per_slot), "--log-disable"],
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(600):
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {self.proc.returncode}")
-            time.sleep(0.1)
-        raise RuntimeError("llama-server did not start in 60 s")
+        wait_healthy(self.url, self.proc, 60, "llama-server")
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -48,22 +48,28 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # ---- servers ------------------------------------------------------------------------------------------------
 
+def wait_healthy(url: str, proc: subprocess.Popen, seconds: float, what: str) -> None:
+    """Poll `url`/health until it answers 200; raise if `proc` exits first (its stderr, when piped) or time runs out."""
+    for _ in range(int(seconds * 10)):
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            said = proc.stderr.read().decode()[-2000:] if proc.stderr is not None else ""
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {said}")
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not start in {seconds:.0f} s")
+
+
 class Server:
     def __init__(self, port: int, *args: str):
         self.url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.proc = subprocess.Popen([sys.executable, "-m", "openafm.cli", "serve", "--port", str(port), *args],
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(1200):
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.1)
-        raise RuntimeError("server did not start in 120 s")
+        wait_healthy(self.url, self.proc, 120, "openafm serve")
 
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
