@@ -29,7 +29,7 @@ from openafm.runtime.engine import Engine, EngineConfig
 from openafm.runtime.generate import Generation, GenerationStats, TokenEvent
 from openafm.runtime.kv_cache import KVCache, Sliding
 from openafm.runtime.proposers import ProposerKind
-from openafm.runtime.request import CANCELLED, ERROR, RowRequest
+from openafm.runtime.request import CANCELLED, ERROR, Completion, RowRequest
 from openafm.runtime.sampling import SamplingParams
 
 
@@ -146,7 +146,6 @@ class Conversation:
                 raise ValueError("an image must be followed by text before generating (the chat template's turn end)")
             pre = self._prefill_to(images_end)
             new = self.tokens[self.cached:]
-        w = self.model.norm.weight
 
         def on_event(event) -> None:
             if on_token is not None and (event.token_id >= 0 or event.text):
@@ -160,7 +159,7 @@ class Conversation:
         except BaseException:
             self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
             raise
-        _fill(stats, out, self.engine, w)
+        _fill(stats, out, self.engine)
         self.last_stats = stats
         if out.finish == CANCELLED and out.exception is None:
             self.cache = out.cache
@@ -184,7 +183,7 @@ class Conversation:
                        sliding=Sliding.FULL)
 
 
-def _fill(stats: GenerationStats, out, engine: Engine, w) -> None:
+def _fill(stats: GenerationStats, out: Completion, engine: Engine) -> None:
     """A turn's figures in the GenerationStats shape."""
     stats.prompt_tokens, stats.new_tokens = out.prompt_tokens, len(out.token_ids)
     stats.prefill_seconds, stats.time_to_first_token = out.prefill_seconds, out.first_token_at
