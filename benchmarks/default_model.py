@@ -22,7 +22,9 @@ Parts (each item held out by construction: openafm.splits, tested in tests/test_
 
 Every rate comes with n and a 95% Wilson interval. Figures: bfcl_gain_points (min over the three categories),
 tool_single_call_rate, guided_nondegenerate_rate, realworld_valid_rate, if_gain_points, math_gain_points,
-multilingual_language_match, ppl_ratio_after — each for the last model of --models against the first.
+multilingual_language_match, ppl_ratio_after — each for the last model of --models against the first — and the
+pipeline's reward model's held-out pairwise accuracy, rm_pair_accuracy and rm_pair_accuracy_math (with n and
+intervals), read from docs/results/reward_model.json.
 """
 
 from __future__ import annotations
@@ -236,6 +238,17 @@ def figures(before: dict, after: dict) -> dict:
             "ppl_ratio_after": h1["perplexity_heldout"]["value"] / h0["perplexity_heldout"]["value"]}
 
 
+def reward_model_figures() -> dict:
+    """The pipeline's reward model, trained from the raw model by benchmarks/reward_model.py: its held-out pairwise
+    accuracy, pooled and on math, read from docs/results/reward_model.json (that benchmark's own figures, not rerun
+    here)."""
+    rm = json.loads((ROOT / "docs" / "results" / "reward_model.json").read_text())
+    interval = rm["pair_accuracy_interval"]
+    return {"rm_pair_accuracy": rm["pair_accuracy_verifiable"], "rm_pair_accuracy_math": rm["pair_accuracy_math"],
+            "rm_pair_accuracy_n": interval["all"]["n"], "rm_pair_accuracy_ci95": interval["all"]["ci95"],
+            "rm_pair_accuracy_math_n": interval["math"]["n"], "rm_pair_accuracy_math_ci95": interval["math"]["ci95"]}
+
+
 def as_summary(result: dict) -> dict:
     """One model's rates in the evaluation report's shape, for eval/report.compare_chart."""
     rows = {f"BFCL {c}": result["harness"][f"bfcl_{c}_heldout_constrained"] for c in BFCL}
@@ -284,7 +297,7 @@ def main() -> None:
     results = {name: measure(name, Path(args.out) / name, args) for name in names}
     if args.plot:
         compare_chart([as_summary(r) for r in results.values()], names, Path(args.plot))
-    found = figures(results[names[0]], results[names[-1]]) if len(names) > 1 else None
+    found = figures(results[names[0]], results[names[-1]]) | reward_model_figures() if len(names) > 1 else None
     speed = decode_speed(names, args.speed_rounds) if args.speed_rounds else None
     if args.sidecar:
         record(names[-1], {"command": "python benchmarks/default_model.py " + " ".join(sys.argv[1:]),

@@ -79,6 +79,24 @@ def fit_by_epoch(model: RewardModel, prepared, config: FitConfig, run_dir: Path)
             "per_epoch": epochs, **evaluate(model, prepared)}
 
 
+def selection(paths: list[str]) -> list[dict]:
+    """The validation runs that chose the settings (this script's --judge validation outputs), in brief."""
+    out = []
+    for path in paths:
+        run = json.loads(Path(path).read_text())
+        if run.get("judged_on") != Judge.VALIDATION.value:
+            raise SystemExit(f"--selection {path}: judged on {run.get('judged_on')!r}; only validation runs choose")
+        fitted = run["runs"]["with_grading"]
+        out.append({"command": run["command"], "prompts_per_source": run["data"]["train_prompts_per_source"],
+                    "fit": run["fit"], "grading_weight": fitted["grading_weight"],
+                    "pair_accuracy": run["pair_accuracy_interval"],
+                    "pair_accuracy_by_grades": fitted["pair_accuracy_by_grades"],
+                    "per_epoch": [{k: v for k, v in e.items() if k in ("epoch", "pair_accuracy")}
+                                  for e in fitted.get("per_epoch", [])],
+                    "fit_seconds": fitted["fit_seconds"]})
+    return out
+
+
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--model", default=RAW_MODEL)
@@ -103,6 +121,8 @@ def main() -> int:
     p.add_argument("--work", default=None,
                    help="keep each fit's checkpoint and per-epoch figures here; a rerun resumes from them "
                         "(default: a temporary folder)")
+    p.add_argument("--selection", nargs="*", default=[],
+                   help="JSON outputs of --judge validation runs that chose the settings, recorded in brief")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     t0 = time.perf_counter()
@@ -152,6 +172,7 @@ def main() -> int:
         "verifier_spearman": with_g["verifier_spearman"],
         "ablation_verifier_order_agreement": without["verifier_order"] if without else None,
         "runs": runs,
+        "selection": selection(args.selection),
         "data": {"train_prompts_per_source": counts, "heldout_prompts_per_source": args.heldout,
                  "validation_percent": VALIDATION_PERCENT,
                  "fit_pairs": len(prepared.train.tags), "judged_pairs": len(prepared.judged_pairs),
