@@ -108,13 +108,13 @@ def test_cached_features_equal_the_computed_ones_also_when_advanced(tmp_path, ba
     low = cached_features(model, tokenizer, texts[:3], 0, tmp_path, precision="float32")       # written at split 0
     assert [f.shape for f in low] == [f.shape for f in direct[:3]]
     advanced = advance_features(model, low, 0, layers - 1, precision="float32")
-    for a, b in zip(advanced, direct[:3]):
+    for a, b in zip(advanced, direct[:3], strict=True):
         assert torch.allclose(a, b, atol=1e-5)
     # split layers - 1: three states advanced from the split-0 cache, two computed from the tokens
     got = cached_features(model, tokenizer, texts, layers - 1, tmp_path, precision="float32")
-    for a, b in zip(got, direct):
+    for a, b in zip(got, direct, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
     assert sorted(f.name.rsplit("-", 1)[1] for f in tmp_path.glob("features-*.pt")) == ["split0.pt",
                                                                                        f"split{layers - 1}.pt"]
     again = cached_features(model, tokenizer, texts, layers - 1, tmp_path, precision="float32")  # read back
-    assert all(torch.equal(a, b) for a, b in zip(again, got))
+    assert all(torch.equal(a, b) for a, b in zip(again, got, strict=True))
