@@ -1,5 +1,6 @@
-"""Shared fixtures: the packaged SmolLM2-135M-Instruct GGUF, its parsed header, its tokenizer, and
-transformers' tokenizer for the same file (the reference). Session-scoped: each is built once."""
+"""Shared fixtures: the packaged SmolLM2-135M-Instruct GGUF, its parsed header, its tokenizer, transformers'
+tokenizer for the same file (the reference), and a tiny checkpoint over that tokenizer. Session-scoped: each is
+built once (read, never written, by the tests that use it)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from openafm.checkpoint.gguf import GGUFFile, read_gguf
+from openafm.checkpoint.native import save_checkpoint
 from openafm.checkpoint.packaged import default_gguf_path
 from openafm.tokenizer import Tokenizer
+from tiny import make_tiny
 
 
 @pytest.fixture(scope="session")
@@ -33,3 +36,13 @@ def hf_tokenizer(gguf_path: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, tokenizer: Tokenizer) -> str:
+    """A tiny random SmolLM2-shaped checkpoint over the real vocabulary, saved with the tokenizer (a trunk that
+    `openafm.load` and the reward-model tools load by path)."""
+    path = tmp_path_factory.mktemp("tiny-checkpoint") / "base"
+    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=512)
+    save_checkpoint(path, model.config, model.state_dict(), tokenizer)
+    return str(path)

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import openafm
-from openafm.checkpoint.native import save_checkpoint
 from openafm.rl.preference.fit import advance_features, prefix_features
 from openafm.rl.preference.model import Level, PreferencePair, RewardModel
 from openafm.rl.preference.pairs import (
@@ -25,7 +24,6 @@ from openafm.rl.preference.sources import build_groups
 from openafm.rl.preference.training import Judge, cached_features, evaluate, prepare, with_interval
 from openafm.splits import Split
 from openafm.train.config import Precision
-from tiny import make_tiny
 
 
 def test_validation_train_and_heldout_prompts_are_disjoint():
@@ -63,11 +61,8 @@ def _pair(prompt: str, split: Split, right: int = 5) -> GradedPair:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory, tokenizer):
-    path = tmp_path_factory.mktemp("rmv") / "base"
-    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=512)
-    save_checkpoint(path, model.config, model.state_dict(), tokenizer)
-    return str(path)
+def base(tiny_checkpoint):
+    return tiny_checkpoint
 
 
 def _math_pairs(n: int) -> list[GradedPair]:

@@ -44,11 +44,8 @@ def _pairs() -> list[GradedPair]:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory, tokenizer):
-    path = tmp_path_factory.mktemp("rm") / "base"
-    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=512)
-    save_checkpoint(path, model.config, model.state_dict(), tokenizer)
-    return str(path)
+def base(tiny_checkpoint):
+    return tiny_checkpoint
 
 
 def test_reward_train_and_score_end_to_end(tmp_path, base, tokenizer, capsys):
