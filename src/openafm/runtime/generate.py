@@ -9,7 +9,6 @@ step) through `Engine.run`; there is no second decode loop.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Callable
 
 from openafm.errors import ContextWindowExceededError
@@ -86,7 +85,7 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
     speculate: a proposer's guesses verified in the same step (NGRAM, or DRAFT with `draft`, a DraftModel, guessing
     up to `gamma` tokens a step); the output is unchanged, `stats.proposed` / `stats.accepted` count the guesses.
     """
-    _check(model, prompts, max_new_tokens, constraint, cache, kv_storage, stop, tokenizer)
+    _check(model, prompts, max_new_tokens, constraint, cache, kv_storage)
     stats = stats if stats is not None else GenerationStats()
     before = cache.steps if cache is not None else 0
     longest = max(len(p) for p in prompts)
@@ -106,13 +105,14 @@ def generate_tokens(model: CausalLM, prompts: list[list[int]], *, max_new_tokens
                            stop=tuple(stop), constraint=constraint, cancel=cancel, cache=cache, forced=forced)
                 for p, out, seed in zip(prompts, outs, seeds, strict=True)]
     engine.run(requests)
-    _fill(stats, engine, outs, before)
+    _fill(stats, engine, outs)
     for out in sorted(outs, key=lambda o: o.finish != ERROR):         # a failure before a cancellation
         out.raise_if_failed()
     return [Generation(out.token_ids, out.text if tokenizer is not None else None, out.finish) for out in outs]
 
 
-def _check(model, prompts, max_new_tokens, constraint, cache, kv_storage, stop, tokenizer) -> None:
+def _check(model, prompts, max_new_tokens, constraint, cache, kv_storage) -> None:
+    """What must hold before the engine is built and sized from it; the engine checks the rest per request."""
     if cache is not None and cache.storage is not kv_storage:
         raise ValueError(f"kv_storage={kv_storage} differs from the continued cache's {cache.storage}")
     if cache is not None and len(prompts) != 1:
@@ -123,8 +123,6 @@ def _check(model, prompts, max_new_tokens, constraint, cache, kv_storage, stop, 
         raise ValueError("every prompt needs at least one token")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid: use an integer >= 1")
-    if stop and tokenizer is None:
-        raise ValueError("stop strings need a tokenizer to decode text")
     window = model.kv_plan.max_seq_len
     before = cache.steps if cache is not None else 0
     longest = max(len(p) for p in prompts)
@@ -143,7 +141,7 @@ def _streamer(r: int, on_token) -> Callable[[RowEvent], None] | None:
     return forward
 
 
-def _fill(stats: GenerationStats, engine: Engine, outs: list[Completion], before: int) -> None:
+def _fill(stats: GenerationStats, engine: Engine, outs: list[Completion]) -> None:
     started = [o for o in outs if o.prompt_tokens]
     stats.prompt_tokens = sum(o.prompt_tokens for o in outs)
     stats.new_tokens = sum(len(o.token_ids) for o in outs)
