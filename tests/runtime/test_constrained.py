@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from openafm.runtime.constrained import GrammarConstraint, GrammarError
-from openafm.runtime.request import Forced
 from openafm.runtime.generate import FinishReason, GenerationStats, generate_tokens
+from openafm.runtime.request import Forced
 from openafm.runtime.sampling import SamplingParams
 from tiny import make_tiny
 

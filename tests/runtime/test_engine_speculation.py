@@ -14,8 +14,8 @@ from openafm.models.build import build_model
 from openafm.models.presets import get_preset
 from openafm.runtime.engine import Engine, EngineConfig, RowRequest
 from openafm.runtime.constrained import GrammarConstraint
-from openafm.runtime.request import Forced
 from openafm.runtime.proposers import Acceptance, NgramConfig, NgramProposer, ProposerKind, StepCosts
+from openafm.runtime.request import Forced
 from openafm.runtime.sampling import SamplingParams
 from tiny import TINY_PRESETS, make_tiny
 
