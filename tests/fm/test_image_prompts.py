@@ -1,18 +1,14 @@
-"""Image prompts in a session (apple_fm_sdk call shapes) on the embedded model with a tiny random vision tower."""
+"""Image prompts in a session (apple_fm_sdk call shapes) on the embedded model with a tiny random vision tower
+(conftest's `tower`)."""
 
 import asyncio
 
 import pytest
-import torch
 from PIL import Image
 
 import openafm.fm as fm
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.fm import model as fm_model
-from openafm.models.image_views import ViewSizes
-from openafm.models.vision import vision_tiny
-from openafm.models.vl_adapter import AdapterConfig
-from openafm.models.vlm import VisionTower, VisionTowerConfig
 
 pytestmark = pytest.mark.real_model
 NAME = DEFAULT_MODEL          # the model a session uses unless told otherwise
@@ -21,15 +17,6 @@ NAME = DEFAULT_MODEL          # the model a session uses unless told otherwise
 @fm.generable("What the image shows")
 class Label:
     thing: str = fm.guide("One word", regex=r"[a-z]{1,12}")
-
-
-@pytest.fixture()
-def tower(monkeypatch):
-    torch.manual_seed(0)
-    t = VisionTower(VisionTowerConfig(vision=vision_tiny(), adapter=AdapterConfig(in_dim=32, out_dim=576, hidden=32),
-                                      sizes=ViewSizes(view=56, rapid=28))).eval().requires_grad_(False)
-    monkeypatch.setitem(fm_model._TOWERS, NAME, t)
-    return t
 
 
 @pytest.fixture()

@@ -154,7 +154,7 @@ def test_completions_n_seed_stop(client):
     ({"messages": []}, "messages"),
     ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
-     "messages[0].content[0]"),
+     "messages[0].content[0].image_url.url"),
     ({"response_format": {"type": "xml"}}, "response_format.type"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
                                                                  "format": "no-such-format"}}}},
@@ -170,7 +170,7 @@ def test_every_bad_request_names_its_field(server, body, param):
     error = r.json()["error"]
     assert error["param"] == param and error["message"] and error["type"] == "invalid_request_error"
     if "image" in json.dumps(body):
-        assert "image input is not supported by this server yet" in error["message"]
+        assert "not a data URL" in error["message"]           # tests/serve/test_image_inputs.py has the rest
 
 
 def test_malformed_and_oversized_bodies_are_400(server, client):
@@ -374,8 +374,8 @@ def test_responses_api_stream_events_build_the_same_response(client):
 @pytest.mark.parametrize("body,param,status", [
     ({"input": "hi", "n": 2}, "n", 400),
     ({"input": "hi", "previous_response_id": "resp_nope"}, "previous_response_id", 404),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content[0]",
-     400),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+     "input[0].content[0].image_url", 400),
     ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type", 400),
     ({"input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "string",
                                                                                       "format": "no-such"}}}},

@@ -78,6 +78,20 @@ class SystemLanguageModelVariant:
     display_name: str
 
 
+def tower_for(model_name: str):
+    """The vision tower of a backing model (loaded once, shared by its sessions and `openafm serve`);
+    ImagePromptError, saying what to run, if it has none."""
+    with _LOAD_LOCK:
+        if model_name not in _TOWERS:
+            _TOWERS[model_name] = packaged_tower(model_name)
+        tower = _TOWERS[model_name]
+    if tower is None:
+        raise ImagePromptError(f"Failed to add attachment to prompt: model {model_name!r} has no vision "
+                               f"weights, so it cannot read images. openafm ships them for "
+                               f"{sorted(shipped_towers())} only; build them with: {TRAIN_HINT}")
+    return tower
+
+
 def _use_case(value) -> SystemLanguageModelUseCase:
     """A use case; an integer code the SDK does not know becomes GENERAL with a warning, as Apple's framework does
     ("Unknown SystemLanguageModel use case N, defaulting to .general"). Not an integer code: ValueError."""
@@ -162,15 +176,7 @@ class SystemLanguageModel:
 
     def vision_tower(self):
         """The model's vision tower (encoder + adapter; loaded once, shared); ImagePromptError if it has none."""
-        with _LOAD_LOCK:
-            if self.model_name not in _TOWERS:
-                _TOWERS[self.model_name] = packaged_tower(self.model_name)
-            tower = _TOWERS[self.model_name]
-        if tower is None:
-            raise ImagePromptError(f"Failed to add attachment to prompt: model {self.model_name!r} has no vision "
-                                   f"weights, so it cannot read images. openafm ships them for "
-                                   f"{sorted(shipped_towers())} only; build them with: {TRAIN_HINT}")
-        return tower
+        return tower_for(self.model_name)
 
     @contextlib.contextmanager
     def admitted(self):

@@ -9,13 +9,18 @@ The view order is overview first, then the tiles row by row (LLaVA-NeXT's order;
 Images are letterboxed onto white to a square (aspect ratio kept; the report does not say how it resizes):
 text-rich images stay legible and transparent emoji sit on white. Files are read with Pillow; a file that is
 missing, not an image, truncated or in a format Pillow cannot decode raises `ImageLoadError` naming the file
-and the reason.
+and the reason. Images sent over the wire (the server's) come as base64 data URLs: `data_url_bytes` checks the URL
+(a data URL, base64, an accepted media type, at most MAX_IMAGE_BYTES) and `decode_image` decodes its bytes (PNG,
+JPEG, GIF or WebP only, at most MAX_IMAGE_PIXELS: a decompression-bomb guard), each raising `ImageLoadError`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import enum
+import io
 import os
 from pathlib import Path
 
@@ -24,9 +29,15 @@ from PIL import Image, UnidentifiedImageError
 
 from openafm.errors import ConfigError, OpenAFMError
 
+IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")     # what a data URL may hold
+DATA_URL_FORMATS = ("PNG", "JPEG", "GIF", "WEBP")    # the Pillow decoders data-URL bytes may use (any of them)
+MAX_IMAGE_BYTES = 20_000_000        # decoded bytes of one data-URL image (20 MB)
+MAX_IMAGE_PIXELS = 50_000_000       # width x height of one data-URL image (50 megapixels)
+DATA_URL = "data URL"               # what ImageLoadError names for an image that came as a data URL
+
 
 class ImageLoadError(OpenAFMError, ValueError):
-    """An image file could not be used; `path` and `reason` say which and why."""
+    """An image (a file, or a data URL's bytes) could not be used; `path` and `reason` say which and why."""
 
     def __init__(self, path: str | os.PathLike, reason: str):
         self.path, self.reason = str(path), reason
@@ -90,17 +101,58 @@ def load_image(path: str | os.PathLike) -> Image.Image:
         raise ImageLoadError(path, "no such file")
     if not path.is_file():
         raise ImageLoadError(path, "not a regular file")
+    return _decode(path, path)
+
+
+def data_url_bytes(url: str) -> bytes:
+    """The image bytes of a base64 data URL (`data:image/png;base64,...`); ImageLoadError(DATA_URL, reason) for
+    anything else: not a data URL, not base64, a media type not in IMAGE_MEDIA_TYPES, over MAX_IMAGE_BYTES."""
+    head, comma, payload = url.partition(",")
+    if head[:5].lower() != "data:" or not comma:
+        raise ImageLoadError(DATA_URL, "not a data URL: send data:image/png;base64,<the image's bytes in base64>")
+    media, *params = (p.strip().lower() for p in head[5:].split(";"))
+    if media not in IMAGE_MEDIA_TYPES:
+        raise ImageLoadError(DATA_URL, f"media type {media!r} is not accepted: use one of {list(IMAGE_MEDIA_TYPES)}")
+    if params[-1:] != ["base64"]:
+        raise ImageLoadError(DATA_URL, f"not base64-encoded: the URL must begin data:{media};base64,")
+    compact = "".join(payload.split())
+    size = len(compact) * 3 // 4 - compact.endswith("=") - compact.endswith("==")
+    if size > MAX_IMAGE_BYTES:
+        raise ImageLoadError(DATA_URL, f"the image is {size} bytes; the limit is {MAX_IMAGE_BYTES} bytes "
+                                       f"({MAX_IMAGE_BYTES / 1e6:g} MB) decoded")
     try:
-        with Image.open(path) as img:
+        data = base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ImageLoadError(DATA_URL, f"bad base64 ({e})") from None
+    if not data:
+        raise ImageLoadError(DATA_URL, "the data URL holds no image bytes")
+    return data
+
+
+def decode_image(data: bytes, name: str = DATA_URL) -> Image.Image:
+    """Image bytes (from `data_url_bytes`) as RGB; ImageLoadError(name, reason) if Pillow cannot decode them as
+    PNG, JPEG, GIF or WebP, or the image has more than MAX_IMAGE_PIXELS pixels."""
+    return _decode(io.BytesIO(data), name, formats=DATA_URL_FORMATS, max_pixels=MAX_IMAGE_PIXELS)
+
+
+def _decode(source, name, *, formats: tuple[str, ...] | None = None, max_pixels: int | None = None) -> Image.Image:
+    """Pillow's decoding of a file or buffer, as RGB; every failure an ImageLoadError naming `name` and why."""
+    kinds = ", ".join(formats) if formats else "PNG, JPEG, GIF, WebP, BMP, TIFF, ..."
+    try:
+        with Image.open(source, formats=formats) as img:
+            if max_pixels is not None and img.width * img.height > max_pixels:
+                raise ImageLoadError(name, f"the image is {img.width}x{img.height} = {img.width * img.height} "
+                                           f"pixels; the limit is {max_pixels}")
             img.load()
             return to_rgb(img)
+    except ImageLoadError:
+        raise
     except UnidentifiedImageError:
-        raise ImageLoadError(path, f"not an image in a format Pillow can decode (supported: PNG, JPEG, GIF, WebP, "
-                                   f"BMP, TIFF, ...)") from None
-    except (OSError, SyntaxError, ValueError) as e:
-        raise ImageLoadError(path, f"unreadable or truncated image data ({e})") from None
+        raise ImageLoadError(name, f"not an image in a format Pillow can decode (supported: {kinds})") from None
     except Image.DecompressionBombError as e:
-        raise ImageLoadError(path, f"too large to decode safely ({e})") from None
+        raise ImageLoadError(name, f"too large to decode safely ({e})") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ImageLoadError(name, f"unreadable or truncated image data ({e})") from None
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

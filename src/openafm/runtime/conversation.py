@@ -107,6 +107,17 @@ class Conversation:
 
         return self._prefill_to(len(self.tokens))
 
+    def prefill_images(self) -> int:
+        """Run the tokens up to the end of the last image into the cache, if they are not there yet (images go in as
+        embeddings, through the model's forward pass here; a turn on the engine feeds token ids only, so the text
+        after the last image is left to it) -> how many ran. ValueError if an image ends the conversation."""
+        end = max((s.end for s in self.images), default=0)
+        if end <= self.cached:
+            return 0
+        if end >= len(self.tokens):
+            raise ValueError("an image must be followed by text before generating (the chat template's turn end)")
+        return self._prefill_to(end)
+
     def _prefill_to(self, end: int) -> int:
         """Run tokens[cached:end] through the model into the cache (image spans as their embeddings)."""
         start = self.cached
@@ -140,12 +151,8 @@ class Conversation:
             raise ValueError("nothing new to respond to: append text before generating")
         stats = stats if stats is not None else GenerationStats()
         counters = TurnCounters(prefilled_tokens=len(new), cached_tokens=self.cached)
-        images_end, pre = max((s.end for s in self.images), default=0), 0
-        if images_end > self.cached:            # images go in first, as embeddings; the text after them generates
-            if images_end >= len(self.tokens):
-                raise ValueError("an image must be followed by text before generating (the chat template's turn end)")
-            pre = self._prefill_to(images_end)
-            new = self.tokens[self.cached:]
+        pre = self.prefill_images()             # images go in first, as embeddings; the text after them generates
+        new = self.tokens[self.cached:]
 
         def on_event(event) -> None:
             if on_token is not None and (event.token_id >= 0 or event.text):
@@ -180,7 +187,7 @@ class Conversation:
     def _new_cache(self, capacity: int) -> KVCache:
         w = self.model.norm.weight
         return KVCache(self.model.kv_plan, batch_size=1, capacity=max(1, capacity), dtype=w.dtype, device=w.device,
-                       sliding=Sliding.FULL)
+                       sliding=Sliding.FULL, storage=self.engine.config.kv_storage)     # as the engine's rows
 
 
 def _fill(stats: GenerationStats, out: Completion, engine: Engine) -> None:

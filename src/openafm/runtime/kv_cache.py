@@ -243,6 +243,14 @@ class KVCache:
         stored whole while shorter than its window becomes a ring buffer once the cache outgrows it)."""
         if capacity <= self.capacity:
             return self
+        return self._moved(capacity)
+
+    def copy(self) -> "KVCache":
+        """An independent cache of the same capacity holding the same steps (for two requests to continue one
+        prefix: a request continuing a cache may write into it)."""
+        return self._moved(self.capacity)
+
+    def _moved(self, capacity: int) -> "KVCache":
         new = KVCache(self.config, batch_size=self.batch_size, capacity=capacity,
                       dtype=self.dtype, device=self.device, storage=self.storage, sliding=self.sliding)
         new.steps, new.padded = self.steps, self.padded

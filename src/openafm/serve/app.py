@@ -83,8 +83,12 @@ async def _complete(request: Request, kind: str, served: Served, metrics: Metric
     try:
         body = await _read_json(request, max_body)
         model = _model(served, body)
-        read = chat_request if kind == "chat" else completion_request
-        plan = read(body, tokenizer=model.tokenizer, model=model.name, context=served.config.max_context)
+        if kind == "chat":
+            plan = chat_request(body, tokenizer=model.tokenizer, model=model.name, context=served.config.max_context,
+                                vision=served.vision_tower)
+        else:
+            plan = completion_request(body, tokenizer=model.tokenizer, model=model.name,
+                                      context=served.config.max_context)
         stream = events(model.engine, plan)
         if plan.stream:
             first = await stream.__anext__()          # raises a 429 here, before the 200 is sent
@@ -110,7 +114,7 @@ async def _respond(request: Request, served: Served, metrics: Metrics, max_body:
         body = await _read_json(request, max_body)
         model = _model(served, body)
         req = responses_request(body, store, tokenizer=model.tokenizer, model=model.name,
-                                context=served.config.max_context)
+                                context=served.config.max_context, vision=served.vision_tower)
         builder = ResponseBuilder(req, model.name)
         stream = events(model.engine, req.plan)
         if req.plan.stream:

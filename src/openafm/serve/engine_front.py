@@ -6,7 +6,8 @@ served, since adapter files are fingerprinted against the dequantized weights), 
 `events(engine, plan)` submits a plan's n choices as engine rows and yields `(choice, RowEvent)` pairs as
 the engine thread produces them, or `None` every `tick` seconds with nothing new, so a caller can notice a
 client that went away. Leaving the iteration early (a disconnect, an error) cancels every row it submitted:
-the engine drops them before its next step and their rows are free again.
+the engine drops them before its next step and their rows are free again. A plan with images is first prefilled
+through its last image in a worker thread (serve.images.prefill); its rows continue that cache.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from typing import AsyncIterator
 
 from openafm.api import DEFAULT_MODEL, load
 from openafm.fm.adapter import Adapter
+from openafm.fm.model import tower_for
 from openafm.runtime.engine import Engine, EngineBusy, EngineConfig, RowEvent, RowRequest
 from openafm.runtime.cancel import CancelToken
 from openafm.runtime.draft import DraftModel
 from openafm.runtime.constrained import ll_tokenizer
+from openafm.serve.images import prefill
 from openafm.serve.protocol import Plan, RequestError
 
 
@@ -61,6 +64,11 @@ class Served:
         """weights="auto": a GGUF's blocks kept as stored, or float32 when adapters are given (an adapter file
         records the fingerprint of the dequantized weights it was trained on, so it attaches to those)."""
         return cls(load(model, weights=served_weights(weights, adapters)), adapters, config)
+
+    def vision_tower(self):
+        """The served model's vision tower, which its adapters read images with too (fm's, loaded once);
+        ImagePromptError, saying what to run, where it has none."""
+        return tower_for(self.base.name)
 
     @property
     def default(self) -> ServedModel:
@@ -111,13 +119,17 @@ async def events(engine: Engine, plan: Plan, *, tick: float = 0.25
         raise RequestError(f"the server is busy: {engine.waiting} requests are waiting (max_queue="
                            f"{engine.config.max_queue}); retry later", None, status=429, kind="rate_limit_error",
                            code="rate_limit_exceeded")
+    prompt, caches, history = plan.prompt, [None] * plan.n, ()
+    if plan.images:
+        prefix = await asyncio.to_thread(prefill, engine, plan.prompt_text, plan.images, plan.tower, plan.n)
+        prompt, caches, history = prefix.prompt, prefix.caches, prefix.history
     try:
         for i in range(plan.n):
-            req = RowRequest(plan.prompt, plan.max_tokens,
+            req = RowRequest(prompt, plan.max_tokens,
                              lambda e, i=i: loop.call_soon_threadsafe(queue.put_nowait, (i, e)),
                              sampling=plan.sampling[i], stop=plan.stop,
                              constraint=plan.constraint() if plan.constraint is not None else None,
-                             logprobs=plan.logprobs, cancel=cancels[i])
+                             logprobs=plan.logprobs, cancel=cancels[i], cache=caches[i], history=history)
             engine.submit(req)
     except EngineBusy as e:
         for c in cancels:

@@ -14,6 +14,10 @@ sessions do; json_object is any JSON object. Tools follow the framework's constr
 Every grammar comes from fm's one policy (`fm.constraint.constraint_for`), so a chat completion decodes under the
 grammar a session builds for the same tools, tool choice and schema; with tools and a response_format together,
 the reply is a tool call or the schema's JSON.
+
+Images: a user message's `image_url` parts (base64 data URLs, `detail` low / high / auto) are read by serve.images;
+the message's text holds an image marker where each was, the prompt's ids hold its mode's placeholder tokens, and
+the plan carries the images and the vision tower for the engine front to prefill.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from openafm.fm.errors import FoundationModelsError
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.structured import StructuredDecoding, prompt_with_schema
 from openafm.fm.tool import CALL_CLOSE, CALL_OPEN, Tool, tools_prompt
+from openafm.models.vlm import image_marker
 from openafm.runtime.constrained import GrammarError
 from openafm.runtime.sampling import SamplingParams
+from openafm.serve.errors import RequestError, need
+from openafm.serve.images import ImageInput, chat_image, image_prompt
 
 MAX_N = 8
 MAX_STOPS = 4
@@ -43,18 +50,6 @@ COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "n", "stop", "seed", "stre
 DEFAULT_ONLY = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {}, "parallel_tool_calls": True,
                 "echo": False, "best_of": 1, "store": False, "suffix": None, "service_tier": "auto"}
 ROLES = {"system", "developer", "user", "assistant", "tool"}
-
-
-class RequestError(Exception):
-    """A request the server answers with an OpenAI error body: message, the offending `param`, status."""
-
-    def __init__(self, message: str, param: str | None = None, *, status: int = 400,
-                 kind: str = "invalid_request_error", code: str | None = None):
-        super().__init__(message)
-        self.message, self.param, self.status, self.kind, self.code = message, param, status, kind, code
-
-    def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
 class _RequestTool(Tool):
@@ -89,11 +84,8 @@ class Plan:
     profile: bool
     tools: list[Tool] = dataclasses.field(default_factory=list)
     structured: bool = False
-
-
-def need(cond: bool, message: str, param: str) -> None:
-    if not cond:
-        raise RequestError(message, param)
+    images: list[ImageInput] = dataclasses.field(default_factory=list)    # image i is marker i of prompt_text
+    tower: object | None = None                 # the vision tower that reads them (with images only)
 
 
 def _int(body: dict, name: str, lo: int, hi: int | None = None) -> int | None:
@@ -193,9 +185,11 @@ def _profile(body: dict) -> bool:
 
 # ---- chat ---------------------------------------------------------------------------------------------------
 
-def chat_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
+def chat_request(body: Any, *, tokenizer, model: str, context: int, vision: Callable[[], object] | None = None
+                 ) -> Plan:
+    """vision: returns the served model's vision tower (fm's ImagePromptError where it has none); None: no images."""
     check_fields(body, CHAT_FIELDS)
-    messages = _messages(body.get("messages"))
+    messages, images = _messages(body.get("messages"))
     tools = _tools(body.get("tools"))
     choice = _tool_choice(body.get("tool_choice"), tools)
     schema, structured = _response_format(body.get("response_format"))
@@ -211,7 +205,7 @@ def chat_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
             messages[last_user] = {"role": "user", "content": prompt_with_schema(messages[last_user]["content"],
                                                                                  schema)}
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-    prompt = tokenizer.encode(text)
+    prompt, tower = image_prompt(tokenizer, text, images, vision) if images else (tokenizer.encode(text), None)
     max_tokens = _int(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _int(body, "max_tokens", 1)
@@ -225,10 +219,12 @@ def chat_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
     constraint = _constraint_factory(tokenizer, schema, tools, choice, max_tokens)
     return Plan("chat", body["model"], prompt, text, n, max_tokens, _sampling(body, n), _stop(body), constraint,
                 (top or 0) if logprobs else None, stream, usage, _profile(body), tools if choice != "none" else [],
-                structured)
+                structured, images, tower)
 
 
-def _content(value: Any, where: str) -> str:
+def _content(value: Any, where: str, images: list[ImageInput] | None) -> str:
+    """A message's text: a string, or its parts joined by newlines, an image part as the marker of its ImageInput
+    (appended to `images`; None: a message that takes no images). An ImageInput part is one the Responses API read."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -236,20 +232,24 @@ def _content(value: Any, where: str) -> str:
     need(isinstance(value, list), f"{where} must be a string or a list of content parts", where)
     texts = []
     for j, part in enumerate(value):
-        need(isinstance(part, dict), f"{where}[{j}] must be an object", f"{where}[{j}]")
+        at = f"{where}[{j}]"
+        if isinstance(part, ImageInput) or (isinstance(part, dict) and part.get("type") == "image_url"):
+            need(images is not None, f"{at}: images are accepted in user messages only", at)
+            images.append(part if isinstance(part, ImageInput) else chat_image(part, at))
+            texts.append(image_marker(len(images) - 1))
+            continue
+        need(isinstance(part, dict), f"{at} must be an object", at)
         kind = part.get("type")
-        if kind in ("image_url", "input_image", "image"):
-            raise RequestError("image input is not supported by this server yet (text content parts only)",
-                               f"{where}[{j}]", code="unsupported_content")
         need(kind == "text" and isinstance(part.get("text"), str),
-              f"{where}[{j}] of type {kind!r} is not supported: use {{'type': 'text', 'text': ...}}", f"{where}[{j}]")
+              f"{at} of type {kind!r} is not supported: use {{'type': 'text', 'text': ...}} or {{'type': "
+              f"'image_url', 'image_url': {{'url': 'data:image/png;base64,...'}}}}", at)
         texts.append(part["text"])
     return "\n".join(texts)
 
 
-def _messages(value: Any) -> list[dict]:
+def _messages(value: Any) -> tuple[list[dict], list[ImageInput]]:
     need(isinstance(value, list) and len(value) > 0, "messages must be a non-empty list", "messages")
-    out = []
+    out, images = [], []
     for i, m in enumerate(value):
         where = f"messages[{i}]"
         need(isinstance(m, dict), f"{where} must be an object", where)
@@ -258,7 +258,7 @@ def _messages(value: Any) -> list[dict]:
         for key in m:
             need(key in ("role", "content", "name", "tool_calls", "tool_call_id", "refusal"),
                   f"{where}.{key} is not supported by this server", f"{where}.{key}")
-        content = _content(m.get("content"), f"{where}.content")
+        content = _content(m.get("content"), f"{where}.content", images if role == "user" else None)
         if role == "assistant" and m.get("tool_calls"):
             calls = []
             for j, call in enumerate(m["tool_calls"]):
@@ -272,7 +272,7 @@ def _messages(value: Any) -> list[dict]:
         elif role != "assistant":
             need(isinstance(m.get("content"), (str, list)), f"{where}.content is required", f"{where}.content")
         out.append({"role": "system" if role == "developer" else role, "content": content})
-    return out
+    return out, images
 
 
 def _tools(value: Any) -> list[Tool]:

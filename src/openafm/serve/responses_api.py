@@ -4,7 +4,8 @@
 turns it into chat messages, tools, tool choice and response format, which `protocol.chat_request` plans as for
 `/v1/chat/completions`. What differs is only the wire:
 
-    input (a string, or items)      messages: role items (text parts), `function_call` items (the assistant's calls),
+    input (a string, or items)      messages: role items (text parts; a user's `input_image` parts, base64 data
+                                    URLs read by serve.images), `function_call` items (the assistant's calls),
                                     `function_call_output` items (tool results), earlier output messages
     instructions                    a system message in front (not carried over by previous_response_id, as OpenAI)
     previous_response_id            the stored conversation of that response (its messages and its output) in front
@@ -23,6 +24,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from openafm.serve.images import image_input
 from openafm.serve.protocol import Plan, RequestError, chat_request, check_fields, need
 
 RESPONSE_FIELDS = {"model", "input", "instructions", "tools", "tool_choice", "text", "max_output_tokens",
@@ -62,7 +64,9 @@ class ResponseStore:
         return copy.deepcopy(self._items[rid])
 
 
-def responses_request(body: Any, store: ResponseStore, *, tokenizer, model: str, context: int) -> ResponseRequest:
+def responses_request(body: Any, store: ResponseStore, *, tokenizer, model: str, context: int, vision=None
+                      ) -> ResponseRequest:
+    """vision: returns the served model's vision tower (as for protocol.chat_request)."""
     check_fields(body, RESPONSE_FIELDS)
     need(body.get("truncation") in (None, "disabled"), "truncation must be 'disabled' (this server never drops "
          "input to fit; a request over the context is a 400)", "truncation")
@@ -86,7 +90,7 @@ def responses_request(body: Any, store: ResponseStore, *, tokenizer, model: str,
         if value is not None:
             chat[key] = value
     try:
-        plan = chat_request(chat, tokenizer=tokenizer, model=model, context=context)
+        plan = chat_request(chat, tokenizer=tokenizer, model=model, context=context, vision=vision)
     except RequestError as e:
         e.param = _responses_param(e.param)
         e.message = e.message.replace("max_tokens", "max_output_tokens").replace("response_format", "text.format")
@@ -112,7 +116,7 @@ def _input(value: Any) -> list[dict]:
         if kind == "message":
             role = item.get("role")
             need(role in INPUT_ROLES, f"{where}.role={role!r} is not one of {list(INPUT_ROLES)}", f"{where}.role")
-            out.append({"role": role, "content": _text(item.get("content"), f"{where}.content")})
+            out.append({"role": role, "content": _content(item.get("content"), f"{where}.content", role)})
         elif kind == "function_call":
             for key in ("call_id", "name", "arguments"):
                 need(isinstance(item.get(key), str) and bool(item[key]), f"{where}.{key} must be a non-empty string",
@@ -134,21 +138,37 @@ def _input(value: Any) -> list[dict]:
     return out
 
 
-def _text(content: Any, where: str) -> str:
-    """A message's content: a string, or text parts (input_text from users, output_text from earlier replies)."""
+def _content(content: Any, where: str, role: str) -> str | list:
+    """A message's content: a string, or parts (input_text from users, output_text from earlier replies, a user's
+    input_image): their text joined, or with images, text parts and the images read (ImageInput) for chat_request."""
     if isinstance(content, str):
         return content
     need(isinstance(content, list) and len(content) > 0, f"{where} must be a string or a list of parts", where)
-    texts = []
+    parts: list = []
     for j, part in enumerate(content):
+        at = f"{where}[{j}]"
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("input_image", "input_file", "input_audio"):
-            raise RequestError(f"{where}[{j}]: {kind} is not supported by this server yet (text parts only)",
-                               f"{where}[{j}]")
+        if kind == "input_image":
+            need(role == "user", f"{at}: images are accepted in user messages only", at)
+            for key in part:
+                need(key in ("type", "image_url", "detail", "file_id"), f"{at}.{key} is not supported by this server",
+                     f"{at}.{key}")
+            need(part.get("file_id") is None, f"{at}.file_id is not supported by this server (it has no Files API): "
+                 f"send image_url as a base64 data URL", f"{at}.file_id")
+            parts.append(image_input(part.get("image_url"), part.get("detail"), f"{at}.image_url", f"{at}.detail"))
+            continue
+        if kind in ("input_file", "input_audio"):
+            raise RequestError(f"{at}: {kind} is not supported by this server (text and image parts only)", at)
         need(kind in ("input_text", "output_text") and isinstance(part.get("text"), str),
-             f"{where}[{j}] must be {{'type': 'input_text', 'text': ...}}", f"{where}[{j}]")
-        texts.append(part["text"])
-    return "".join(texts)
+             f"{at} must be {{'type': 'input_text', 'text': ...}} or {{'type': 'input_image', 'image_url': "
+             f"'data:image/png;base64,...'}}", at)
+        if parts and isinstance(parts[-1], str):
+            parts[-1] += part["text"]
+        else:
+            parts.append(part["text"])
+    if all(isinstance(p, str) for p in parts):
+        return "".join(parts)
+    return [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
 
 
 def _tools(value: Any) -> list[dict] | None:
