@@ -61,9 +61,7 @@ def main() -> None:
             in_dim=vision.width, out_dim=lm.model.config.dim, kind=kind, hidden=128)))
         trainer = VLMTrainer(lm.model, lm.tokenizer, tower, config)
         t0 = time.perf_counter()
-        tower.train()
-        history = trainer.align({Task.NAME_EMOJI: train})
-        tower.eval()
+        history = trainer.train({Task.NAME_EMOJI: train})       # align_steps contrastive steps, no answer steps
         train_seconds = time.perf_counter() - t0
         acc = {m.value: retrieval_accuracy(lm.model, lm.tokenizer, tower, held, m, names)
                for m in (Resolution.RAPID, Resolution.BALANCED)}

@@ -14,22 +14,21 @@ import torch
 
 from openafm.checkpoint.clip import load_vision_encoder
 from openafm.checkpoint.load import load_model
-from openafm.checkpoint.packaged import RAW_MODEL
+from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.checkpoint.vision import PACKAGED_DIR, PACKAGED_TOWERS, save_tower
-from openafm.models.image_views import Resolution
 from openafm.models.vision import get_vision_preset
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind
-from openafm.models.vlm import VisionTower, VisionTowerConfig
-from openafm.splits import Split
+from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig
+from openafm.pipelines.vision import VisionData, held_out_figures, training_pools
 from openafm.train.vision.joint import JointConfig, run_joint
-from openafm.train.vision.tasks import Task, chance, emoji_qa, word_qa
-from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer, answer_questions, retrieval_accuracy
+from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer
 
-EPILOG = f"""train: the tower (encoder + adapter) learns to answer "What emoji is this?" (K emoji in the apple, google,
-facebook and Noto-font styles) and "What word is written in the image?" (words in DejaVu Sans faces) with the
-decoder frozen; it is then scored on the held-out twitter style and the held-out Serif faces, and written (float16)
-with a sidecar JSON holding this command line and the figures. The default --out is the packaged file sessions
-load ({PACKAGED_DIR.name}/{PACKAGED_TOWERS[RAW_MODEL]}).
+EPILOG = f"""train: one quick stage of what `openafm pipeline recipes/vision-default.yaml` runs (the recipe is how the
+shipped tower is made: resumable, in two stages). The tower (encoder + adapter) learns the rendered tasks (name the
+emoji, read the word, read the digit, the tallest bar's value, count the circles, and refuse questions about what
+the image does not show) with the decoder frozen; it is then scored on held-out renderings (Serif faces, the
+twitter emoji style, held-out colours) and written (float16) with a sidecar JSON holding this command line and
+the figures. The default --out is the packaged file sessions load ({PACKAGED_DIR.name}/{PACKAGED_TOWERS[DEFAULT_MODEL]}).
 
 joint: encoder + adapter + a compact decoder trained together on the report's mix (60% text, 10% interleaved,
 28.5% captions, 1.5% question-answer), after a text-only warm start; prints held-out text perplexity before and
@@ -48,8 +47,8 @@ def register(sub) -> None:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     vs = v.add_subparsers(dest="vlm_command", required=True)
     t = vs.add_parser("train", help="train a vision tower against a frozen decoder (stage 3)")
-    t.add_argument("--model", default=RAW_MODEL,
-                   help=f"the decoder (default {RAW_MODEL}; its tower also serves the models bundled on it)")
+    t.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"the decoder (default {DEFAULT_MODEL}; its tower also serves its base / bundled kin)")
     t.add_argument("--out", default=None, help="tower file to write (default: the packaged file for --model)")
     t.add_argument("--vision", default="vision-small", help="vision encoder preset (default vision-small)")
     t.add_argument("--encoder", default=None,
@@ -62,9 +61,10 @@ def register(sub) -> None:
                    help="contrastive warm-up steps against the decoder's embeddings (no decoder forward)")
     t.add_argument("--steps", type=int, default=80, help="answer-loss steps through the frozen decoder")
     t.add_argument("--batch", type=int, default=8, help="examples per rapid-mode step")
-    t.add_argument("--view-batch", type=int, default=2, help="examples per balanced-mode step")
     t.add_argument("--lr", type=float, default=2e-3)
-    t.add_argument("--words", type=int, default=512, help="rendered training words (default 512)")
+    t.add_argument("--pixel-norm", default=PixelNorm.PER_IMAGE.value, choices=[k.value for k in PixelNorm],
+                   help="per-image: standardise each view before the encoder (default; see models/vlm.py)")
+    t.add_argument("--per-task", type=int, default=512, help="rendered training questions per task (default 512)")
     t.add_argument("--eval", type=int, default=40, help="held-out questions per task scored after training")
     t.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: the machine is shared)")
     t.add_argument("--seed", type=int, default=0)
@@ -89,35 +89,29 @@ def _cmd_train(args) -> int:
     encoder = load_vision_encoder(args.encoder) if args.encoder else None     # a CLIP checkpoint (openafm vision)
     vision = encoder.config if encoder is not None else get_vision_preset(args.vision)
     tower = VisionTower(VisionTowerConfig(vision=vision, adapter=AdapterConfig(
-        in_dim=vision.width, out_dim=dim, kind=AdapterKind(args.adapter), hidden=args.adapter_hidden)))
+        in_dim=vision.width, out_dim=dim, kind=AdapterKind(args.adapter), hidden=args.adapter_hidden),
+        pixel_norm=PixelNorm(args.pixel_norm)))
     if encoder is not None:
         tower.encoder.load_state_dict(encoder.state_dict(), strict=True)
-    config = VLMTrainConfig(steps=args.steps, align_steps=args.align_steps, batch=args.batch,
-                            view_batch=args.view_batch, lr=args.lr, seed=args.seed)
-    pools = {Task.NAME_EMOJI: emoji_qa(Split.TRAIN), Task.READ_WORD: word_qa(Split.TRAIN, args.words, args.seed)}
-    trainer = VLMTrainer(lm.model, lm.tokenizer, tower, config)
-    history = trainer.train(pools, log=print)
+    config = VLMTrainConfig(steps=args.steps, align_steps=args.align_steps, batch=args.batch, lr=args.lr,
+                            seed=args.seed)
+    tasks = [t for t, _ in config.task_weights]
+    pools = training_pools(tasks, VisionData(per_task=args.per_task), args.seed)
+    history = VLMTrainer(lm.model, lm.tokenizer, tower, config).train(pools, log=print)
     train_seconds = time.perf_counter() - start
-    held = {Task.NAME_EMOJI: emoji_qa(Split.HELDOUT)[:args.eval], Task.READ_WORD: word_qa(Split.HELDOUT, args.eval)}
-    figures = {}
-    for mode in (Resolution.RAPID, Resolution.BALANCED):
-        for task, qas in held.items():
-            a = answer_questions(lm.model, lm.tokenizer, tower, qas, mode)
-            names = sorted({q.answer for q in pools[task]})
-            r = retrieval_accuracy(lm.model, lm.tokenizer, tower, qas, mode, names)
-            figures[f"{task.value}/{mode.value}"] = {"accuracy": a.accuracy, "retrieval_accuracy": r,
-                                                     "chance": chance(task), "n": a.total, "examples": a.replies[:3]}
-            print(f"{task.value:11} {mode.value:9} held-out accuracy {a.accuracy:.3f} (chance {chance(task):.3f}, "
-                  f"n={a.total}); e.g. {a.replies[:2]}")
+    figures = held_out_figures(lm, tower, tasks, args.eval, args.seed)
+    for name, f in figures.items():
+        print(f"{name:12} held-out rapid: {f.get('accuracy', f.get('refusal_rate')):.3f} (n={f['n']}); "
+              f"e.g. {f['examples'][:2]}")
     out = Path(args.out) if args.out else PACKAGED_DIR / PACKAGED_TOWERS.get(args.model, f"{args.model}.safetensors")
     last = history[-20:]
     sidecar = {"command": "openafm " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
                "encoder_init": args.encoder or "random (no pretrained encoder given)",
                "decoder": args.model, "decoder_frozen": True, "resolution_mix": config.resolution_note,
-               "steps": args.steps, "train_seconds": round(train_seconds, 1),
+               "steps": len(history), "train_seconds": round(train_seconds, 1),
                "final_loss_mean_last_20": sum(r["loss"] for r in last) / max(1, len(last)),
-               "held_out": figures, "parameters": sum(p.numel() for p in tower.parameters())}
-    save_tower(tower, out, decoder=args.model, sidecar=sidecar)
+               "held_out_rapid": figures, "parameters": sum(p.numel() for p in tower.parameters())}
+    save_tower(tower, out, decoder=args.model, sidecar=sidecar, fingerprint_of=lm.model)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB) and {out.with_suffix('.json').name}")
     return 0
 

@@ -14,6 +14,7 @@ head) treats image tokens like text tokens, so a session caches an image turn li
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 
 import torch
@@ -49,11 +50,25 @@ def split_markers(text: str) -> list[str | int]:
     return pieces
 
 
+class PixelNorm(enum.Enum):
+    """What the tower does to a view's pixels before the encoder.
+
+    NONE      pixels as read, in [0, 1]
+    PER_IMAGE each view minus its mean, over its standard deviation (+0.01): a word or digit on paper is ~5% of
+              the pixels, so without it every view looks nearly the same to a fresh encoder (mean-token cosine
+              0.98 between different digits) and training barely moves: measured, a vision-small tower from
+              random weights fitting 32 digit images for 60 steps: loss 2.38 -> 2.21 without, -> 0.98 with
+    """
+    NONE = "none"
+    PER_IMAGE = "per-image"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VisionTowerConfig:
     vision: VisionConfig
     adapter: AdapterConfig
     sizes: ViewSizes = ON_DEVICE
+    pixel_norm: PixelNorm = PixelNorm.NONE
 
     def __post_init__(self) -> None:
         if self.adapter.in_dim != self.vision.width:
@@ -66,7 +81,7 @@ class VisionTowerConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "VisionTowerConfig":
         return cls(vision=VisionConfig.from_dict(data["vision"]), adapter=AdapterConfig(**data["adapter"]),
-                   sizes=ViewSizes(**data.get("sizes", {})))
+                   sizes=ViewSizes(**data.get("sizes", {})), pixel_norm=PixelNorm(data.get("pixel_norm", "none")))
 
 
 class VisionTower(nn.Module):
@@ -79,6 +94,9 @@ class VisionTower(nn.Module):
         self.adapter = VLAdapter(config.adapter)
 
     def forward(self, pixels: torch.Tensor, tokens: int) -> torch.Tensor:
+        if self.config.pixel_norm is PixelNorm.PER_IMAGE:
+            mean = pixels.mean((1, 2, 3), keepdim=True)                           # [N, 1, 1, 1]
+            pixels = (pixels - mean) / (pixels.std((1, 2, 3), keepdim=True) + 0.01)
         patches = self.encoder(pixels).patches                                    # [N, h, w, D]
         return self.adapter(patches, tokens)                                      # [N, tokens, D_dec]
 

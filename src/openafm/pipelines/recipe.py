@@ -23,7 +23,8 @@ as a larger rope_theta), upcycle (dense -> MoE), distill (train with objective k
 eval (held-out perplexity of named stages); post-training (pipelines/posttrain.py): synth (rejection-sampled
 chat examples a verifier accepts), sft (LoRA SFT merged into the weights), rl (synchronous RLOO), tasks (the
 evaluation registry's tasks on model stages, or base:<model>), package (an sft stage's adapter as a bundled
-model with its sidecar). Every reference must name an earlier stage of a fitting kind;
+model with its sidecar); vision (a vision tower trained against a frozen decoder, pipelines/vision.py). Every
+reference must name an earlier stage of a fitting kind;
 all of it is checked when the recipe loads, before anything runs. Running it: `openafm.pipelines.run`.
 """
 
@@ -42,26 +43,13 @@ from openafm.data.sources import SOURCES
 from openafm.errors import ConfigError
 from openafm.eval.registry import get_task
 from openafm.io import read_yaml
+from openafm.pipelines.kinds import StageKind
+from openafm.pipelines.vision import VisionStage
 from openafm.pipelines.sft_data import Builtin, check_sizes, is_builtin
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import PromptSource
 from openafm.rl.rewards.registry import REWARDS, UnknownRewardError
 from openafm.train.config import TrainConfig
-
-
-class StageKind(str, enum.Enum):
-    CORPUS = "corpus"
-    TOKENIZER = "tokenizer"
-    SHARDS = "shards"
-    TRAIN = "train"
-    UPCYCLE = "upcycle"
-    DISTILL = "distill"
-    EVAL = "eval"
-    SYNTH = "synth"        # post-training (pipelines/posttrain.py): rejection-sampled, verified chat examples
-    SFT = "sft"            # LoRA SFT on chat examples, merged into the weights
-    RL = "rl"              # synchronous RLOO (openafm.rl.run)
-    TASKS = "tasks"        # the evaluation registry's tasks on model stages (or base:<model>)
-    PACKAGE = "package"    # an sft stage's adapter as a bundled model: bfloat16 adapter + sidecar (pipelines/package.py)
 
 
 # stages whose output is a model
@@ -324,10 +312,11 @@ def _validate_posttrain(stage) -> None:
 STAGE_CLASSES = {StageKind.CORPUS: CorpusStage, StageKind.TOKENIZER: TokenizerStage, StageKind.SHARDS: ShardsStage,
                  StageKind.TRAIN: TrainStage, StageKind.DISTILL: TrainStage, StageKind.UPCYCLE: UpcycleStage,
                  StageKind.EVAL: EvalStage, StageKind.SYNTH: SynthStage, StageKind.SFT: SFTStage,
-                 StageKind.RL: RLStage, StageKind.TASKS: TasksStage, StageKind.PACKAGE: PackageStage}
+                 StageKind.RL: RLStage, StageKind.TASKS: TasksStage, StageKind.PACKAGE: PackageStage,
+                 StageKind.VISION: VisionStage}
 
 Stage = (CorpusStage | TokenizerStage | ShardsStage | TrainStage | UpcycleStage | EvalStage | SynthStage | SFTStage
-         | RLStage | TasksStage | PackageStage)
+         | RLStage | TasksStage | PackageStage | VisionStage)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -406,6 +395,8 @@ def validate(recipe: Recipe) -> None:
                 _check_ref(recipe, s, "figures", ref, (StageKind.TASKS,), seen)
             if not s.bundle or "/" in s.bundle:
                 raise ConfigError(f"stage {s.name!r}: bundle={s.bundle!r} must be a model name without '/'")
+        elif isinstance(s, VisionStage) and s.from_ is not None:
+            _check_ref(recipe, s, "from", s.from_, (StageKind.VISION,), seen)
         elif isinstance(s, (SynthStage, SFTStage, RLStage, TasksStage)):
             _validate_posttrain(s)
             if getattr(s, "from_", None) is not None:

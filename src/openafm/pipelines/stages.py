@@ -29,6 +29,7 @@ from openafm.models.presets import get_preset, kv_sharing_plan
 from openafm.models.upcycle import upcycle_config, upcycle_state_dict
 from openafm.pipelines.loader import TARGET
 from openafm.pipelines.package import run_package
+from openafm.pipelines.vision import run_vision
 from openafm.pipelines.posttrain import run_rl, run_sft, run_synth, run_tasks
 from openafm.pipelines.recipe import (
     CorpusStage,
@@ -271,4 +272,4 @@ def run_eval(recipe: Recipe, stage: EvalStage, out: Path, outputs: dict) -> dict
 RUNNERS = {StageKind.CORPUS: run_corpus, StageKind.TOKENIZER: run_tokenizer, StageKind.SHARDS: run_shards,
            StageKind.TRAIN: run_train, StageKind.DISTILL: run_train, StageKind.UPCYCLE: run_upcycle,
            StageKind.EVAL: run_eval, StageKind.SYNTH: run_synth, StageKind.SFT: run_sft, StageKind.RL: run_rl,
-           StageKind.TASKS: run_tasks, StageKind.PACKAGE: run_package}
+           StageKind.TASKS: run_tasks, StageKind.PACKAGE: run_package, StageKind.VISION: run_vision}

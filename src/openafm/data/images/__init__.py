@@ -6,4 +6,5 @@
     icons.py        the Adwaita icon theme's icons, named by their file names
     digits.py       scikit-learn's bundled 8x8 handwritten digits
     text_images.py  words rendered from Debian fonts (DejaVu), the word known exactly: "read the word"
+    charts.py       bar charts (matplotlib) and counted circles drawn here: the tallest bar, how many circles
 """

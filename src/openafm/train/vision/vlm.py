@@ -17,24 +17,25 @@ import dataclasses
 import math
 import random
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from openafm.errors import ConfigError
 from openafm.models.image_views import Resolution, image_views
 from openafm.models.vlm import IMAGE_PLACEHOLDER, VisionTower, image_marker, split_markers
 from openafm.nn.kv import FreshKV, KeyLayout, LayerKV
 from openafm.runtime.conversation import Conversation
 from openafm.train.vision.mix import ResolutionMix
-from openafm.train.vision.tasks import QA, Task, is_correct
+from openafm.train.vision.tasks import QA, Task, is_correct, is_refusal
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VLMTrainConfig:
     steps: int = 150
     batch: int = 8                      # examples per rapid-mode step (9 image tokens each)
-    view_batch: int = 2                 # examples per balanced / high step (144 / 720 image tokens each)
     lr: float = 2e-3
     encoder_lr: float = 5e-4            # the encoder moves slower than the fresh adapter
     warmup: int = 10
@@ -42,7 +43,9 @@ class VLMTrainConfig:
     align_steps: int = 100              # contrastive warm-up against the decoder's embeddings (see align)
     align_batch: int = 32
     align_temperature: float = 0.05
-    task_weights: tuple[tuple[Task, float], ...] = ((Task.NAME_EMOJI, 0.5), (Task.READ_WORD, 0.5))
+    task_weights: tuple[tuple[Task, float], ...] = ((Task.NAME_EMOJI, 0.25), (Task.READ_WORD, 0.3),
+                                                    (Task.READ_DIGIT, 0.15), (Task.CHART_VALUE, 0.15),
+                                                    (Task.COUNT, 0.15))
     mix: ResolutionMix = ResolutionMix(low_rapid=0.75, balanced_of_rest=1.0)   # see resolution_note
     seed: int = 0
 
@@ -110,6 +113,7 @@ class VLMTrainer:
         groups = [{"params": list(tower.adapter.parameters()), "lr": config.lr},
                   {"params": list(tower.encoder.parameters()), "lr": config.encoder_lr}]
         self.opt = torch.optim.AdamW(groups, weight_decay=config.weight_decay)
+        self.align_opt = torch.optim.AdamW(tower.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.rng = random.Random(config.seed)
 
     def loss(self, batch: list[QA], mode: Resolution) -> torch.Tensor:
@@ -155,73 +159,90 @@ class VLMTrainer:
         index = {a: i for i, a in enumerate(answers)}
         return F.cross_entropy(logits, torch.tensor([index[q.answer] for q in batch]))
 
-    def align(self, pools: dict[Task, list[QA]], *, log=None) -> list[dict]:
-        """Warm-up (a CPU-budget step, not in the report): before the answer loss, which reaches the tower only
-        through the frozen decoder, the tower's mean token is aligned contrastively with the decoder's embedding
-        of the answer words. No decoder forward, so a step costs the tower only."""
+    def _batch(self, pools: dict[Task, list[QA]], tasks, weights, full: int) -> tuple[list[QA], Resolution]:
+        """A task (task_weights), a mode (the resolution mix, per the first image's size) and a batch of it:
+        `full` examples in rapid mode, a quarter of that (at least 2) in the others."""
+        task = self.rng.choices(tasks, weights)[0]
+        first = self.rng.choice(pools[task])
+        mode = self.config.mix.sample(max(first.image.size), self.rng)
+        n = full if mode is Resolution.RAPID else max(2, full // 4)
+        return [first] + [self.rng.choice(pools[task]) for _ in range(n - 1)], mode
+
+    def _step(self, opt, loss: torch.Tensor) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.tower.parameters(), 1.0)
+        opt.step()
+
+    def train(self, pools: dict[Task, list[QA]], *, log=None, checkpoint: Path | None = None,
+              every: int = 50) -> list[dict]:
+        """config.align_steps contrastive warm-up steps, then config.steps answer-loss steps; each draws a task,
+        a mode and a batch. With `checkpoint`, the state (tower, optimizers, sampler, history) is written there
+        every `every` steps and a rerun continues from it. Returns one record per step."""
         c = self.config
         tasks, weights = zip(*c.task_weights)
         answers = {t: sorted({q.answer for q in pools[t]}) for t in tasks}
-        opt = torch.optim.AdamW(self.tower.parameters(), lr=c.lr, weight_decay=c.weight_decay)
-        history = []
-        for step in tqdm(range(c.align_steps), desc="align", disable=log is None):
-            for g in opt.param_groups:
-                g["lr"] = c.lr * min(1.0, (step + 1) / c.warmup)
-            task = self.rng.choices(tasks, weights)[0]
-            first = self.rng.choice(pools[task])
-            mode = c.mix.sample(max(first.image.size), self.rng)
-            n = c.align_batch if mode is Resolution.RAPID else max(2, c.align_batch // 4)
-            batch = [first] + [self.rng.choice(pools[task]) for _ in range(n - 1)]
-            loss = self.align_loss(batch, mode, answers[task])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            history.append({"step": step, "phase": "align", "task": task.value, "mode": mode.value,
-                            "loss": float(loss)})
-        return history
-
-    def train(self, pools: dict[Task, list[QA]], *, log=None) -> list[dict]:
-        """config.steps steps; each draws a task (task_weights), a mode (the resolution mix, per the images'
-        size) and a batch. Returns one record per step."""
-        c = self.config
-        tasks, weights = zip(*c.task_weights)
-        history = []
+        done, history = self._resume(checkpoint)
         self.tower.train()
-        history += self.align(pools, log=log)
-        bar = tqdm(range(c.steps), desc="vlm", disable=log is None)
+        total = c.align_steps + c.steps
+        bar = tqdm(range(done, total), desc="vlm", disable=log is None, initial=done, total=total)
         for step in bar:
-            lr_scale = min(1.0, (step + 1) / c.warmup) * 0.5 * (1 + math.cos(math.pi * step / c.steps))
-            for g, base in zip(self.opt.param_groups, (c.lr, c.encoder_lr)):
-                g["lr"] = base * lr_scale
-            task = self.rng.choices(tasks, weights)[0]
-            first = self.rng.choice(pools[task])
-            mode = c.mix.sample(max(first.image.size), self.rng)
-            n = c.batch if mode is Resolution.RAPID else c.view_batch
-            batch = [first] + [self.rng.choice(pools[task]) for _ in range(n - 1)]
+            align = step < c.align_steps
+            i, n = (step, c.align_steps) if align else (step - c.align_steps, c.steps)
+            scale = min(1.0, (i + 1) / c.warmup) * (1.0 if align else 0.5 * (1 + math.cos(math.pi * i / n)))
+            opt = self.align_opt if align else self.opt
+            for g, base in zip(opt.param_groups, (c.lr, c.encoder_lr) if not align else (c.lr,)):
+                g["lr"] = base * scale
+            batch, mode = self._batch(pools, tasks, weights, c.align_batch if align else c.batch)
             t0 = time.perf_counter()
-            loss = self.loss(batch, mode)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.tower.parameters(), 1.0)
-            self.opt.step()
-            record = {"step": step, "phase": "answer", "task": task.value, "mode": mode.value, "loss": float(loss),
-                      "seconds": time.perf_counter() - t0}
-            history.append(record)
-            bar.set_postfix(loss=f"{float(loss):.3f}", mode=mode.value)
+            loss = self.align_loss(batch, mode, answers[batch[0].task]) if align else self.loss(batch, mode)
+            self._step(opt, loss)
+            history.append({"step": step, "phase": "align" if align else "answer", "task": batch[0].task.value,
+                            "mode": mode.value, "loss": loss.item(), "seconds": time.perf_counter() - t0})
+            bar.set_postfix(loss=f"{loss.item():.3f}", phase=history[-1]["phase"], mode=mode.value)
+            if checkpoint is not None and ((step + 1) % every == 0 or step + 1 == total):
+                self._save(checkpoint, step + 1, history)
         self.tower.eval()
         return history
+
+    def _save(self, path: Path, done: int, history: list[dict]) -> None:
+        state = {"done": done, "history": history, "tower": self.tower.state_dict(), "opt": self.opt.state_dict(),
+                 "align_opt": self.align_opt.state_dict(), "rng": self.rng.getstate(),
+                 "torch_rng": torch.get_rng_state(), "config": repr(self.config)}
+        tmp = path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        tmp.replace(path)                # a kill leaves the previous checkpoint or this one, never half of one
+
+    def _resume(self, path: Path | None) -> tuple[int, list[dict]]:
+        if path is None or not path.is_file():
+            return 0, []
+        state = torch.load(path, weights_only=False)
+        if state["config"] != repr(self.config):
+            raise ConfigError(f"{path} was written by a run with another config; delete it to start over\n"
+                              f"  it: {state['config']}\n  now: {self.config!r}")
+        self.tower.load_state_dict(state["tower"])
+        self.opt.load_state_dict(state["opt"])
+        self.align_opt.load_state_dict(state["align_opt"])
+        self.rng.setstate(state["rng"])
+        torch.set_rng_state(state["torch_rng"])
+        return state["done"], state["history"]
 
 
 @dataclasses.dataclass
 class Answered:
     correct: int
     total: int
+    refused: int                            # replies that refuse (is_refusal), right or wrong
     seconds_to_first_token: list[float]     # per question: image encoding + prefill + the first token
     replies: list[tuple[str, str]]          # (answer, reply), the first few
 
     @property
     def accuracy(self) -> float:
         return self.correct / self.total if self.total else float("nan")
+
+    @property
+    def refusal_rate(self) -> float:
+        return self.refused / self.total if self.total else float("nan")
 
 
 @torch.no_grad()
@@ -241,7 +262,7 @@ def retrieval_accuracy(decoder, tokenizer, tower: VisionTower, qas: list[QA], mo
 def answer_questions(decoder, tokenizer, tower: VisionTower, qas: list[QA], mode: Resolution,
                      max_new_tokens: int = 8) -> Answered:
     """Greedy answers through the inference path a session uses (Conversation with the image spliced in)."""
-    out = Answered(0, 0, [], [])
+    out = Answered(0, 0, 0, [], [])
     for q in qas:
         text = tokenizer.apply_chat_template([{"role": "user", "content": f"{q.task.question}\n{image_marker(0)}"}],
                                              add_generation_prompt=True)
@@ -257,7 +278,8 @@ def answer_questions(decoder, tokenizer, tower: VisionTower, qas: list[QA], mode
                                   on_token=lambda e: first or first.append(time.perf_counter() - start)).text
         out.seconds_to_first_token.append(first[0] if first else float("nan"))
         out.total += 1
-        out.correct += is_correct(q.answer, reply)
+        out.correct += is_refusal(reply) if q.absent else is_correct(q.answer, reply)
+        out.refused += is_refusal(reply)
         if len(out.replies) < 6:
             out.replies.append((q.answer, reply))
     return out

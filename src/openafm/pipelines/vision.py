@@ -1,0 +1,190 @@
+"""The vision stage: a vision tower trained to answer about images against a frozen decoder (report §5.1, stage 3).
+
+    - name: align                                   # a new tower, from a preset (or a CLIP checkpoint)
+      kind: vision
+      model: openafm-135m                           # the decoder it projects into (what openafm.load accepts)
+      tower: {vision: vision-small, adapter: pixel-shuffle, hidden: 128}
+      data: {per_task: 1500, emoji_copies: 8, absent: 0.15}
+      train: {align_steps: 1500, steps: 0}          # VLMTrainConfig keys; tasks: {read-word: 0.3, ...}
+    - {name: answer, kind: vision, from: align, train: {align_steps: 0, steps: 600},
+       install_dir: src/openafm/checkpoint/vision_weights}
+
+A stage continues the tower of an earlier vision stage (`from`, same decoder) or starts one (`model` + `tower`).
+Its training state is checkpointed inside the stage directory, so a killed run continues where it stopped. At the
+end it scores `eval` held-out questions per task (rapid mode) and writes tower.safetensors with a sidecar (the
+command, data, steps, seconds, figures); with install_dir it also installs them as the decoder's packaged tower.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from openafm import config as cfg
+from openafm.checkpoint.clip import load_vision_encoder
+from openafm.checkpoint.load import load_model
+from openafm.checkpoint.vision import PACKAGED_TOWERS, load_tower, save_tower
+from openafm.errors import ConfigError
+from openafm.models.image_views import Resolution
+from openafm.models.vision import get_vision_preset
+from openafm.models.vl_adapter import AdapterConfig, AdapterKind
+from openafm.pipelines.kinds import StageKind
+from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig
+from openafm.splits import Split
+from openafm.train.vision.mix import ResolutionMix
+from openafm.train.vision.tasks import Task, absent_qa, chance, task_pools
+from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer, answer_questions
+
+STATE_FILE = "train_state.pt"
+TOWER_FILE = "tower.safetensors"
+
+
+@dataclasses.dataclass(kw_only=True)
+class TowerSpec:
+    vision: str = "vision-small"            # a vision preset (models/vision.py)
+    adapter: str = AdapterKind.PIXEL_SHUFFLE.value
+    hidden: int = 128
+    encoder: str | None = None              # a CLIP checkpoint (`openafm vision pretrain`) to start the encoder from
+    pixel_norm: PixelNorm = PixelNorm.PER_IMAGE   # see models/vlm.py: what makes a fresh encoder learn glyphs
+
+
+@dataclasses.dataclass(kw_only=True)
+class VisionData:
+    per_task: int = 1000                    # rendered training questions per task (emoji: every image, see below)
+    emoji_copies: int = 8                   # each training emoji is also placed this many - 1 times
+    absent: float = 0.15                    # absent-object questions, as a fraction of each task's pool
+    image_size: int = 224                   # rendered images are this side (low resolution: below the view size)
+
+
+@dataclasses.dataclass(kw_only=True)
+class VisionStage:
+    name: str
+    kind: StageKind = StageKind.VISION
+    model: str | None = None
+    from_: str | None = None
+    tower: TowerSpec | None = None          # with model (default: TowerSpec()); a stage with from continues its tower
+    data: VisionData = dataclasses.field(default_factory=VisionData)
+    train: dict[str, Any] = dataclasses.field(default_factory=dict)     # VLMTrainConfig keys; tasks / mix mappings
+    eval: int = 40                          # held-out questions per task scored at the end (rapid mode)
+    checkpoint_every: int = 50
+    install_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.from_ is None):
+            raise ConfigError(f"stage {self.name!r}: a vision stage takes exactly one of model (the decoder) or from "
+                              f"(an earlier vision stage), got model={self.model}, from={self.from_}")
+        if self.from_ is not None and self.tower is not None:
+            raise ConfigError(f"stage {self.name!r}: tower is set by the stage it continues ({self.from_!r}); remove it")
+        if self.model is not None and self.tower is None:
+            self.tower = TowerSpec()
+        if self.data.per_task < 1 or self.data.emoji_copies < 1 or not 0.0 <= self.data.absent < 1.0:
+            raise ConfigError(f"stage {self.name!r}: data per_task={self.data.per_task} and emoji_copies="
+                              f"{self.data.emoji_copies} must be >= 1 and absent={self.data.absent} in [0, 1)")
+        if self.tower is not None and self.tower.adapter not in {k.value for k in AdapterKind}:
+            raise ConfigError(f"stage {self.name!r}: tower.adapter={self.tower.adapter!r} is not one of "
+                              f"{[k.value for k in AdapterKind]}")
+        if self.tower is not None:
+            get_vision_preset(self.tower.vision)
+        train_config(self.train, 0, f"stage {self.name!r}")
+
+
+def train_config(train: dict[str, Any], seed: int, where: str) -> VLMTrainConfig:
+    """VLMTrainConfig from a recipe's mapping: `tasks` {task: weight} and `mix` {ResolutionMix keys} spelled out."""
+    data = dict(train)
+    tasks = data.pop("tasks", None)
+    mix = data.pop("mix", None)
+    config = cfg.from_dict(VLMTrainConfig, {"seed": seed, **data}, f"{where}: train")
+    if tasks is not None:
+        if not isinstance(tasks, dict) or not tasks:
+            raise ConfigError(f"{where}: train.tasks must map task names to weights, got {tasks!r}")
+        config = dataclasses.replace(config, task_weights=tuple(
+            (cfg.from_dict(Task, k, f"{where}: train.tasks"), float(w)) for k, w in tasks.items()))
+    if mix is not None:
+        config = dataclasses.replace(config, mix=cfg.from_dict(ResolutionMix, mix, f"{where}: train.mix"))
+    return config
+
+
+def _decoder(recipe, stage: VisionStage) -> str:
+    while stage.from_ is not None:
+        stage = recipe.stage(stage.from_)
+    return stage.model
+
+
+def _tower(stage: VisionStage, outputs: dict, dim: int) -> VisionTower:
+    if stage.from_ is not None:
+        return load_tower(outputs[stage.from_]["tower"]).requires_grad_(True)
+    spec = stage.tower
+    encoder = load_vision_encoder(spec.encoder) if spec.encoder else None
+    vision = encoder.config if encoder is not None else get_vision_preset(spec.vision)
+    tower = VisionTower(VisionTowerConfig(vision=vision, adapter=AdapterConfig(
+        in_dim=vision.width, out_dim=dim, kind=AdapterKind(spec.adapter), hidden=spec.hidden),
+        pixel_norm=spec.pixel_norm))
+    if encoder is not None:
+        tower.encoder.load_state_dict(encoder.state_dict(), strict=True)
+    return tower
+
+
+def training_pools(tasks: list[Task], data: VisionData, seed: int) -> dict:
+    """Each task's training questions, with absent-object questions asked in its words mixed in."""
+    pools = task_pools(Split.TRAIN, data.per_task, seed, data.emoji_copies)
+    pools = {t: pools[t] for t in tasks}
+    for task in tasks:
+        n = round(len(pools[task]) * data.absent / (1 - data.absent))
+        others = {k: v for k, v in pools.items() if k is not task}
+        pools[task] = pools[task] + [q for q in absent_qa(others, 4 * n + 8, seed + 1) if q.task is task][:n]
+    return pools
+
+
+def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: int) -> dict:
+    held = task_pools(Split.HELDOUT, n, seed)
+    figures = {}
+    for task in tasks:
+        a = answer_questions(lm.model, lm.tokenizer, tower, held[task][:n], Resolution.RAPID)
+        figures[task.value] = {"accuracy": a.accuracy, "chance": chance(task), "n": a.total,
+                               "examples": [list(x) for x in a.replies[:3]]}
+    absent = absent_qa({t: held[t] for t in tasks}, n, seed + 2)
+    a = answer_questions(lm.model, lm.tokenizer, tower, absent, Resolution.RAPID)
+    figures["absent"] = {"refusal_rate": a.accuracy, "n": a.total, "examples": [list(x) for x in a.replies[:3]]}
+    return figures
+
+
+def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
+    torch.manual_seed(recipe.seed)
+    decoder = _decoder(recipe, stage)
+    lm = load_model(decoder, seed=recipe.seed)
+    tower = _tower(stage, outputs, lm.model.config.dim)
+    config = train_config(stage.train, recipe.seed, f"stage {stage.name!r}")
+    tasks = [t for t, _ in config.task_weights]
+    start = time.perf_counter()
+    pools = training_pools(tasks, stage.data, recipe.seed)
+    trainer = VLMTrainer(lm.model, lm.tokenizer, tower, config)
+    history = trainer.train(pools, log=print, checkpoint=out / STATE_FILE, every=stage.checkpoint_every)
+    seconds = time.perf_counter() - start
+    figures = held_out_figures(lm, tower, tasks, stage.eval, recipe.seed)
+    last = [r["loss"] for r in history[-50:]]
+    sidecar = {"command": f"openafm pipeline {recipe.source}", "stage": stage.name,
+               "continues": stage.from_, "encoder_init": (stage.tower.encoder or "random") if stage.tower else f"stage {stage.from_}",
+               "decoder_frozen": True, "data": dataclasses.asdict(stage.data), "tower_config": tower.config.to_dict(),
+               "pool_sizes": {t.value: len(p) for t, p in pools.items()},
+               "train": {k: v for k, v in stage.train.items()}, "resolution_mix": config.resolution_note,
+               "steps": len(history), "stage_seconds": round(seconds, 1),
+               "step_seconds_sum": round(sum(r["seconds"] for r in history), 1),
+               "loss_mean_last_50": sum(last) / max(1, len(last)), "held_out_rapid": figures,
+               "parameters": sum(p.numel() for p in tower.parameters())}
+    path = save_tower(tower, out / TOWER_FILE, decoder=decoder, sidecar=sidecar, fingerprint_of=lm.model)
+    installed = None
+    if stage.install_dir is not None:
+        dest = Path(stage.install_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        name = PACKAGED_TOWERS.get(decoder, f"{decoder}.safetensors")
+        for src, suffix in ((path, ".safetensors"), (path.with_suffix(".json"), ".json")):
+            shutil.copyfile(src, dest / Path(name).with_suffix(suffix))
+        installed = str(dest / name)
+    return {"tower": str(path), "decoder": decoder, "steps": len(history), "seconds": round(seconds, 1),
+            "held_out_rapid": {k: v.get("accuracy", v.get("refusal_rate")) for k, v in figures.items()},
+            "installed": installed}
