@@ -79,7 +79,7 @@ $(LLAMA_CPP_TOOLS)/bin/llama-bench:
 # The default model's vision tower (encoder + adapter, ~7 MB float16) ships in the package; this remakes it
 # (a few minutes of one CPU thread; the exact command is also in the sidecar JSON beside the file).
 vision-weights: $(STAMP)
-	OMP_NUM_THREADS=1 $(VENV)/bin/openafm vlm train --align-steps 60 --steps 30 --eval 20
+	OMP_NUM_THREADS=1 $(VENV)/bin/openafm pipeline recipes/vision-default.yaml
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -1,4 +1,5 @@
-"""A fingerprint of a model's weights: what adapters and compressed checkpoints record about their base.
+"""Fingerprints of a model: of its weights (what adapters and compressed checkpoints record about their base), and of
+its token embeddings (what drafts and vision towers record about their target; see embedding_fingerprint).
 
 SHA-256 over every state-dict entry in name order: the name, dtype, shape and raw bytes. Two models have
 the same fingerprint exactly when their weights are bit-identical (same names, dtypes, shapes, values).
@@ -50,3 +51,11 @@ def weights_fingerprint(model: nn.Module) -> str:
     digest = f"sha256:{h.hexdigest()}"
     object.__setattr__(model, "_openafm_fingerprint", (versions, digest))
     return digest
+
+
+def embedding_fingerprint(model) -> str:
+    """SHA-256 of the model's token embedding table as float32 values, whatever form holds them (float, GGUF blocks,
+    packed): what a draft's head and a vision tower's image tokens are tied to. A bundled adapter leaves it as is."""
+    with torch.no_grad():
+        table = model.embed(torch.arange(model.kv_plan.vocab_size)).float().contiguous()      # [V, D]
+    return "sha256:" + hashlib.sha256(table.numpy().tobytes()).hexdigest()

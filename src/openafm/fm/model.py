@@ -78,12 +78,13 @@ class SystemLanguageModelVariant:
     display_name: str
 
 
-def tower_for(model_name: str):
+def tower_for(model_name: str, decoder=None):
     """The vision tower of a backing model (loaded once, shared by its sessions and `openafm serve`);
-    ImagePromptError, saying what to run, if it has none."""
+    ImagePromptError, saying what to run, if it has none. decoder: the loaded model, whose token embeddings must be
+    the ones the tower was trained for (checked when the tower first loads; CheckpointError otherwise)."""
     with _LOAD_LOCK:
         if model_name not in _TOWERS:
-            _TOWERS[model_name] = packaged_tower(model_name)
+            _TOWERS[model_name] = packaged_tower(model_name, decoder)
         tower = _TOWERS[model_name]
     if tower is None:
         raise ImagePromptError(f"Failed to add attachment to prompt: model {model_name!r} has no vision "
@@ -176,7 +177,7 @@ class SystemLanguageModel:
 
     def vision_tower(self):
         """The model's vision tower (encoder + adapter; loaded once, shared); ImagePromptError if it has none."""
-        return tower_for(self.model_name)
+        return tower_for(self.model_name, self.language_model().model if self.model_name not in _TOWERS else None)
 
     @contextlib.contextmanager
     def admitted(self):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from openafm.checkpoint.atomic import save_safetensors_atomic
+from openafm.checkpoint.fingerprint import embedding_fingerprint
 from openafm.io import write_text_atomic
 from openafm.errors import CheckpointError
 from openafm.models.decoder import CausalLM, Decoder
@@ -75,13 +75,6 @@ class DraftModel:
             raise CheckpointError(f"{where}: the draft was made for {self.target_name!r} whose token embeddings are "
                                   f"{self.target_fingerprint}, but this target's are {actual} (another model or "
                                   f"tokenizer: train a draft for it with `openafm draft train`)")
-
-
-def embedding_fingerprint(model: CausalLM) -> str:
-    """SHA-256 of the model's token embedding table as float32 values (whatever form holds them)."""
-    with torch.no_grad():
-        table = model.embed(torch.arange(model.kv_plan.vocab_size)).float().contiguous()      # [V, D]
-    return "sha256:" + hashlib.sha256(table.numpy().tobytes()).hexdigest()
 
 
 def draft_config(target: DecoderConfig, *, n_layers: int, vocab: int | None = None) -> DecoderConfig:

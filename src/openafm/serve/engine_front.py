@@ -68,7 +68,7 @@ class Served:
     def vision_tower(self):
         """The served model's vision tower, which its adapters read images with too (fm's, loaded once);
         ImagePromptError, saying what to run, where it has none."""
-        return tower_for(self.base.name)
+        return tower_for(self.base.name, self.base.model)
 
     @property
     def default(self) -> ServedModel:
