@@ -110,18 +110,22 @@ def rl_async() -> str:
 
 def vlm() -> str:
     data = load("vlm.json")
+    tasks = ("read-word", "read-digit", "chart-value", "count", "name-emoji")
     rows = []
     for mode, r in data["modes"].items():
-        emoji, word = r["held_out"]["name-emoji"], r["held_out"]["read-word"]
-        rows.append([mode, str(r["image_tokens"]), str(r["prompt_tokens"]), num(r["prefill_seconds_median"], ".2f"),
-                     num(r["time_to_first_token_median"], ".2f"),
-                     f"{round(emoji['accuracy'] * emoji['n'])}/{emoji['n']} (chance {emoji['chance']})",
-                     f"{round(word['accuracy'] * word['n'])}/{word['n']} (chance {word['chance']:.3f})"])
-    return (table(["mode", "image tokens", "prompt tokens", "prefill (s)", "time to first token (s)",
-                   "name the emoji", "read the word"], rows, "lrrrrll")
-            + f"\n\nRapid over high prefill: **{data['rapid_prefill_speedup']:.1f}×** (target ≥ "
-            f"{data['rapid_prefill_speedup_target']:.0f}×). Text perplexity of the decoder before / after attaching "
-            f"the tower: {data['text_perplexity']['before']:.2f} / {data['text_perplexity']['after']:.2f}.")
+        held = r["held_out"]
+        cells = [f"{held[t]['accuracy'] * 100:.0f}% of {held[t]['n']} (chance {held[t]['chance'] * 100:.0f}%)"
+                 for t in tasks]
+        rows.append([mode, str(r["image_tokens"]), num(r["time_to_first_token_median"], ".2f"), *cells,
+                     f"{held['absent']['accuracy'] * 100:.0f}% of {held['absent']['n']}",
+                     f"{held['refusal_rate_answerable']['accuracy'] * 100:.0f}%"])
+    return (table(["mode", "image tokens", "time to first token (s)", "read the word", "read the digit",
+                   "tallest bar", "count circles", "name the emoji", "absent: refused", "answerable: refused"],
+                  rows, "lrrllllllll")
+            + f"\n\nRapid over high time to first token: **{data['rapid_ttft_speedup']:.1f}×**. Held-out text "
+            f"perplexity after / before: {data['text_ppl_ratio']:.3f} (the decoder is frozen). Through openafm.fm, "
+            f"{data['fm']['prompts'] - data['fm']['empty']} of {data['fm']['prompts']} held-out image prompts got a "
+            f"non-empty answer.")
 
 
 def vision_encoder() -> str:

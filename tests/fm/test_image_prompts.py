@@ -2,6 +2,9 @@
 (conftest's `tower`)."""
 
 import asyncio
+import io
+import struct
+import zlib
 
 import pytest
 from PIL import Image
@@ -9,6 +12,7 @@ from PIL import Image
 import openafm.fm as fm
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.fm import model as fm_model
+from openafm.models.image_views import MAX_IMAGE_PIXELS
 
 pytestmark = pytest.mark.real_model
 NAME = DEFAULT_MODEL          # the model a session uses unless told otherwise
@@ -90,9 +94,21 @@ def test_unreadable_images_raise_naming_file_and_reason(tower, images, tmp_path)
     Image.new("RGB", (8, 8)).save(gone)
     attachment = fm.ImageAttachment(gone)
     gone.unlink()
+    cut = tmp_path / "cut.png"
+    whole = io.BytesIO()
+    Image.new("RGB", (64, 64), (9, 99, 199)).save(whole, format="PNG")
+    cut.write_bytes(whole.getvalue()[:60])
+    huge = tmp_path / "huge.png"
+    header = bytearray(whole.getvalue())
+    header[16:24] = struct.pack(">II", 9000, 9000)                   # the size a decompression bomb claims
+    header[29:33] = struct.pack(">I", zlib.crc32(bytes(header[12:29])))
+    huge.write_bytes(bytes(header))
     s = fm.LanguageModelSession()
     for att, reason in ((fm.ImageAttachment(bad), "notes.png: not an image in a format Pillow can decode"),
-                        (attachment, "gone.png: no such file")):
+                        (attachment, "gone.png: no such file"),
+                        (fm.ImageAttachment(cut), "cut.png: unreadable or truncated image data"),
+                        (fm.ImageAttachment(huge), f"huge.png: the image is 9000x9000 = 81000000 pixels; the limit "
+                                                   f"is {MAX_IMAGE_PIXELS}")):
         with pytest.raises(fm.ImagePromptError, match=reason):
             asyncio.run(s.respond(["What is this?", att], options=OPTS))
     assert len(s.transcript) == 0 and s._conversation.tokens == []          # rolled back

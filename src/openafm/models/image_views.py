@@ -32,7 +32,7 @@ from openafm.errors import ConfigError, OpenAFMError
 IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")     # what a data URL may hold
 DATA_URL_FORMATS = ("PNG", "JPEG", "GIF", "WEBP")    # the Pillow decoders data-URL bytes may use (any of them)
 MAX_IMAGE_BYTES = 20_000_000        # decoded bytes of one data-URL image (20 MB)
-MAX_IMAGE_PIXELS = 50_000_000       # width x height of one data-URL image (50 megapixels)
+MAX_IMAGE_PIXELS = 50_000_000       # width x height of one image, a file or a data URL (50 megapixels)
 DATA_URL = "data URL"               # what ImageLoadError names for an image that came as a data URL
 
 
@@ -95,13 +95,14 @@ def resolution(value: Resolution | str) -> Resolution:
 
 
 def load_image(path: str | os.PathLike) -> Image.Image:
-    """The image at `path` as RGB (transparency composited onto white); ImageLoadError if it cannot be read."""
+    """The image at `path` as RGB (transparency composited onto white); ImageLoadError if it cannot be read or has
+    more than MAX_IMAGE_PIXELS pixels."""
     path = Path(path)
     if not path.exists():
         raise ImageLoadError(path, "no such file")
     if not path.is_file():
         raise ImageLoadError(path, "not a regular file")
-    return _decode(path, path)
+    return _decode(path, path, max_pixels=MAX_IMAGE_PIXELS)
 
 
 def data_url_bytes(url: str) -> bytes:
