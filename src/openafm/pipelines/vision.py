@@ -58,7 +58,6 @@ class VisionData:
     per_task: int = 1000                    # rendered training questions per task (emoji: every image, see below)
     emoji_copies: int = 8                   # each training emoji is also placed this many - 1 times
     absent: float = 0.15                    # absent-object questions, as a fraction of each task's pool
-    image_size: int = 224                   # rendered images are this side (low resolution: below the view size)
 
 
 @dataclasses.dataclass(kw_only=True)
