@@ -12,14 +12,12 @@ from pathlib import Path
 
 import torch
 
-from openafm.checkpoint.clip import load_vision_encoder
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.checkpoint.vision import PACKAGED_DIR, PACKAGED_TOWERS, save_tower
-from openafm.models.vision import get_vision_preset
-from openafm.models.vl_adapter import AdapterConfig, AdapterKind
-from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig
-from openafm.pipelines.vision import VisionData, held_out_figures, training_pools
+from openafm.models.vl_adapter import AdapterKind
+from openafm.models.vlm import PixelNorm
+from openafm.pipelines.vision import TowerSpec, VisionData, held_out_figures, new_tower, training_pools
 from openafm.train.vision.joint import JointConfig, run_joint
 from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer
 
@@ -85,14 +83,8 @@ def _cmd_train(args) -> int:
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     lm = load_model(args.model)
-    dim = lm.model.config.dim
-    encoder = load_vision_encoder(args.encoder) if args.encoder else None     # a CLIP checkpoint (openafm vision)
-    vision = encoder.config if encoder is not None else get_vision_preset(args.vision)
-    tower = VisionTower(VisionTowerConfig(vision=vision, adapter=AdapterConfig(
-        in_dim=vision.width, out_dim=dim, kind=AdapterKind(args.adapter), hidden=args.adapter_hidden),
-        pixel_norm=PixelNorm(args.pixel_norm)))
-    if encoder is not None:
-        tower.encoder.load_state_dict(encoder.state_dict(), strict=True)
+    tower = new_tower(TowerSpec(vision=args.vision, adapter=args.adapter, hidden=args.adapter_hidden,
+                                encoder=args.encoder, pixel_norm=PixelNorm(args.pixel_norm)), lm.model.config.dim)
     config = VLMTrainConfig(steps=args.steps, align_steps=args.align_steps, batch=args.batch, lr=args.lr,
                             seed=args.seed)
     tasks = [t for t, _ in config.task_weights]

@@ -33,8 +33,8 @@ from openafm.errors import ConfigError
 from openafm.models.image_views import Resolution
 from openafm.models.vision import get_vision_preset
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind
-from openafm.pipelines.kinds import StageKind
 from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig
+from openafm.pipelines.kinds import StageKind
 from openafm.splits import Split
 from openafm.train.vision.mix import ResolutionMix
 from openafm.train.vision.tasks import Task, absent_qa, chance, task_pools
@@ -114,10 +114,8 @@ def _decoder(recipe, stage: VisionStage) -> str:
     return stage.model
 
 
-def _tower(stage: VisionStage, outputs: dict, dim: int) -> VisionTower:
-    if stage.from_ is not None:
-        return load_tower(outputs[stage.from_]["tower"]).requires_grad_(True)
-    spec = stage.tower
+def new_tower(spec: TowerSpec, dim: int) -> VisionTower:
+    """A fresh tower for a decoder of width `dim`: the preset's encoder (or the CLIP checkpoint's), random adapter."""
     encoder = load_vision_encoder(spec.encoder) if spec.encoder else None
     vision = encoder.config if encoder is not None else get_vision_preset(spec.vision)
     tower = VisionTower(VisionTowerConfig(vision=vision, adapter=AdapterConfig(
@@ -126,6 +124,12 @@ def _tower(stage: VisionStage, outputs: dict, dim: int) -> VisionTower:
     if encoder is not None:
         tower.encoder.load_state_dict(encoder.state_dict(), strict=True)
     return tower
+
+
+def _tower(stage: VisionStage, outputs: dict, dim: int) -> VisionTower:
+    if stage.from_ is not None:
+        return load_tower(outputs[stage.from_]["tower"]).requires_grad_(True)
+    return new_tower(stage.tower, dim)
 
 
 def training_pools(tasks: list[Task], data: VisionData, seed: int) -> dict:
@@ -170,7 +174,7 @@ def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
                "continues": stage.from_, "encoder_init": (stage.tower.encoder or "random") if stage.tower else f"stage {stage.from_}",
                "decoder_frozen": True, "data": dataclasses.asdict(stage.data), "tower_config": tower.config.to_dict(),
                "pool_sizes": {t.value: len(p) for t, p in pools.items()},
-               "train": {k: v for k, v in stage.train.items()}, "resolution_mix": config.resolution_note,
+               "train": dict(stage.train), "resolution_mix": config.resolution_note,
                "steps": len(history), "stage_seconds": round(seconds, 1),
                "step_seconds_sum": round(sum(r["seconds"] for r in history), 1),
                "loss_mean_last_50": sum(last) / max(1, len(last)), "held_out_rapid": figures,

@@ -40,7 +40,7 @@ class VLMTrainConfig:
     encoder_lr: float = 5e-4            # the encoder moves slower than the fresh adapter
     warmup: int = 10
     weight_decay: float = 0.01
-    align_steps: int = 100              # contrastive warm-up against the decoder's embeddings (see align)
+    align_steps: int = 100              # contrastive warm-up against the decoder's embeddings (align_loss)
     align_batch: int = 32
     align_temperature: float = 0.05
     task_weights: tuple[tuple[Task, float], ...] = ((Task.NAME_EMOJI, 0.25), (Task.READ_WORD, 0.3),
@@ -239,11 +239,6 @@ class Answered:
     @property
     def accuracy(self) -> float:
         return self.correct / self.total if self.total else float("nan")
-
-    @property
-    def refusal_rate(self) -> float:
-        return self.refused / self.total if self.total else float("nan")
-
 
 @torch.no_grad()
 def retrieval_accuracy(decoder, tokenizer, tower: VisionTower, qas: list[QA], mode: Resolution,
