@@ -11,7 +11,7 @@ import torch
 
 from openafm.fm.structured import StructuredDecoding, prompt_with_schema, response_json
 from openafm.runtime.constrained import GrammarConstraint
-from openafm.runtime.steering import SteeredConstraint
+from openafm.runtime.steering import IDLE, JsonLexer, SteeredConstraint
 
 TREE = {"type": "object", "properties": {"name": {"type": "string"},
                                          "children": {"type": "array", "items": {"$ref": "#"}}},
@@ -89,14 +89,26 @@ def test_repetition_penalty_follows_ctrls_rule_on_allowed_tokens_only():
     assert out.tolist() == [2.0, -8.0, 1.0, float("-inf")]
 
 
-def test_closing_bias_starts_within_the_last_tokens_of_the_budget():
-    fake = _Fake(4, ["a", '"', "]}", "x"])
-    steered = SteeredConstraint(fake, budget=5, close_within=2, close_bias=10.0)
-    logits = torch.zeros(4)
+def test_closing_walk_starts_within_the_last_tokens_of_the_budget():
+    fake = _Fake(6, ["a", '"', '"}', '", "', ",", "{"])
+    steered = SteeredConstraint(fake, budget=6, close_within=3, close_bias=10.0)
+    logits = torch.zeros(6)
     for _ in range(3):
-        assert steered.mask_logits(logits).tolist() == [0.0, 0.0, 0.0, 0.0]
+        assert steered.mask_logits(logits).tolist() == [0.0] * 6
         steered.consume(0)
-    assert steered.mask_logits(logits).tolist() == [0.0, 10.0, 10.0, 0.0]
+    # outside a string: "a" idles, '"' and '"}' open a string (the brace is in it), '", "' opens one and closes
+    # it, "," moves on, "{" opens an object
+    assert steered.mask_logits(logits).tolist() == [-2.5, -10.0, -10.0, 0.0, 0.0, -10.0]
+    steered.consume(1)                                   # now inside a string
+    # '"}' closes the string and the object; '", "' closes it and starts another: the walk prefers the first
+    assert steered.mask_logits(logits).tolist() == [-2.5, 10.0, 20.0, 0.0, -2.5, -2.5]
+
+
+def test_the_lexer_reads_escapes_inside_strings():
+    lexer = JsonLexer()
+    assert lexer.feed('{"a\\"b') == -2.0 and lexer.in_string        # the escaped quote does not close it
+    assert lexer.feed('"}') == 2.0 and not lexer.in_string
+    assert lexer.feed("123") == IDLE
 
 
 @pytest.mark.real_model
@@ -121,6 +133,30 @@ def test_random_logits_finish_a_recursive_schema_only_with_the_remedies(tokenize
     text = decode(StructuredDecoding(max_items=2, max_depth=2, close_within=60))
     assert text is not None
     jsonschema.validate(json.loads(text), TREE)
+
+
+@pytest.mark.real_model
+def test_the_closing_walk_ends_a_map_whose_keys_repeat(tokenizer):
+    """A 'model' that likes to close a string and go on (`",`) and to write digits runs a map the
+    narrowing cannot bound (its keys have a pattern) past any budget; the closing walk ends it, valid."""
+    budget = 120
+    schema = {"type": "object", "patternProperties": {"^[a-z0-9]+$": {"type": "string"}},
+              "additionalProperties": False}
+    texts = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
+    taste = torch.tensor([8.0 * (t == '",') + 6.0 * t.strip().isdigit() + 4.0 * (t == '"') for t in texts])
+
+    def decode(close_within: int | None) -> str | None:
+        structured = StructuredDecoding.off().replace(close_within=close_within)
+        constraint = structured.steer(GrammarConstraint.from_json_schema(schema, tokenizer), budget=budget)
+        while len(constraint.generated) < budget and not constraint.done:
+            constraint.consume(int(constraint.mask_logits(taste.clone()).argmax()))
+            constraint.forced(budget - len(constraint.generated))
+        return tokenizer.decode(constraint.generated) if constraint.done else None
+
+    assert decode(None) is None
+    text = decode(40)
+    assert text is not None
+    jsonschema.validate(json.loads(text), schema)
 
 
 def test_a_schema_without_recursion_keeps_its_refs():

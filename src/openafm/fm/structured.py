@@ -13,7 +13,8 @@ complete). Each remedy here narrows or steers decoding without ever admitting an
   its size (real schemas with many mutually recursive definitions: CircleCI's grows 17x), the recursion is
   left as it is and an INFO log line says so; the other remedies still apply;
 - repetition_penalty: tokens the response already produced are penalised (runtime.steering);
-- close_within: once this few tokens of budget remain, tokens that close a string, list or object are favoured.
+- close_within: once this few tokens of budget remain, decoding walks toward the end of the value: each allowed
+  token is favoured by how many strings, lists and objects it closes (runtime.steering's closing walk).
 
 The prompt still shows the caller's schema; only the grammar that masks tokens is narrowed. A schema without
 recursion is not unrolled (its $refs stay as they are). Requests that may call tools are not affected. Which remedies are on

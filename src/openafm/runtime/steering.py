@@ -6,9 +6,13 @@ the grammar's mask, adjusts the logits of the allowed tokens:
 - repetition penalty: each token this output already produced has its logit divided by the penalty when positive
   and multiplied by it when negative (CTRL's rule), so a list that keeps repeating the same item (or a string
   that keeps repeating a digit) becomes less likely to go on;
-- closing bias: once at most `close_within` tokens of the budget remain, tokens whose text contains a closing
-  character (`"`, `]`, `}`) get `close_bias` added, so the value closes while the budget still allows it. The
-  grammar decides what may close: an object with a required field left still has to generate that field.
+- closing walk: once at most `close_within` tokens of the budget remain, each allowed token's logit gains
+  `close_bias` times how far it moves the JSON toward its end: +1 for each string, list or object it closes, -1
+  for each it opens, and -1/4 for a token that moves nothing (no quote, bracket or comma: more digits, more
+  words). Where a token starts — inside a string or not — is read from the output so far. So `"}` (close the
+  string and the object, +2) is favoured over `", "` (close the string, start another key, 0), and a number or
+  string that keeps running is ended by the nearest closer; where the grammar forbids closing (a required field
+  is left, `minItems`), a comma (0) still beats running on. The output stays valid for the grammar either way.
 
 Both only reorder tokens the grammar already allows: the output stays valid for the grammar either way.
 """
@@ -19,16 +23,53 @@ import weakref
 
 import torch
 
-CLOSERS = ('"', "]", "}")
-_CLOSER_MASKS: "weakref.WeakKeyDictionary[object, torch.Tensor]" = weakref.WeakKeyDictionary()
+IDLE = -0.25    # the closing walk's score of a token that moves no string, list or object toward its end
+_SCORES: "weakref.WeakKeyDictionary[object, torch.Tensor]" = weakref.WeakKeyDictionary()
 
 
-def closer_mask(tokenizer) -> torch.Tensor:
-    """float [V]: 1 for the tokens whose text contains a closing character (built once per tokenizer)."""
-    if tokenizer not in _CLOSER_MASKS:
+class JsonLexer:
+    """Whether JSON text read so far ends inside a string (a backslash escapes the next character)."""
+
+    def __init__(self) -> None:
+        self.in_string, self.escaped = False, False
+
+    def feed(self, text: str) -> float:
+        """Read `text` -> how far it moved toward the end: strings/lists/objects closed minus opened, or IDLE
+        where it held no quote, bracket or comma (outside a string) at all."""
+        progress, moved = 0.0, False
+        for ch in text:
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif ch == "\\":
+                    self.escaped = True
+                elif ch == '"':
+                    self.in_string, progress, moved = False, progress + 1, True
+            elif ch == '"':
+                self.in_string, progress, moved = True, progress - 1, True
+            elif ch in "{[":
+                progress, moved = progress - 1, True
+            elif ch in "}]":
+                progress, moved = progress + 1, True
+            elif ch == ",":
+                moved = True
+        return progress if moved else IDLE
+
+
+def close_scores(tokenizer) -> torch.Tensor:
+    """float [2, V]: each token's progress toward the end (JsonLexer.feed) read from outside a string (row 0) and
+    from inside one (row 1); built once per tokenizer."""
+    if tokenizer not in _SCORES:
         texts = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
-        _CLOSER_MASKS[tokenizer] = torch.tensor([any(c in t for c in CLOSERS) for t in texts], dtype=torch.float32)
-    return _CLOSER_MASKS[tokenizer]
+        _SCORES[tokenizer] = torch.tensor([[_lexed_from(inside).feed(t) for t in texts] for inside in (False, True)],
+                                          dtype=torch.float32)
+    return _SCORES[tokenizer]
+
+
+def _lexed_from(in_string: bool) -> JsonLexer:
+    lexer = JsonLexer()
+    lexer.in_string = in_string
+    return lexer
 
 
 class SteeredConstraint:
@@ -42,6 +83,7 @@ class SteeredConstraint:
             raise ValueError(f"budget={budget} must be a positive number of tokens")
         self.inner, self.budget = constraint, budget
         self.repetition_penalty, self.close_within, self.close_bias = repetition_penalty, close_within, close_bias
+        self._lexer, self._lexed = JsonLexer(), 0          # the output's lexer state, and how many tokens it read
 
     # --- the GrammarConstraint interface --------------------------------------------------------------------
     @property
@@ -75,9 +117,17 @@ class SteeredConstraint:
             values = row[:, seen]
             row[:, seen] = torch.where(values > 0, values / self.repetition_penalty, values * self.repetition_penalty)
         if self.close_within is not None and self.budget - len(self.generated) <= self.close_within:
-            closers = closer_mask(self.inner.tokenizer).to(logits.device)                    # [V_tok]
+            scores = close_scores(self.inner.tokenizer).to(logits.device)[int(self._read())]     # [V_tok]
             bias = torch.zeros(logits.shape[-1], device=logits.device)
-            n = min(bias.numel(), closers.numel())
-            bias[:n] = closers[:n] * self.close_bias
+            n = min(bias.numel(), scores.numel())
+            bias[:n] = scores[:n] * self.close_bias
             logits = logits + bias
         return logits
+
+    def _read(self) -> bool:
+        """Lex the tokens generated since the last call (forced ones too) -> whether the output is inside a string."""
+        tokenizer = self.inner.tokenizer
+        for token in self.generated[self._lexed:]:
+            self._lexer.feed(tokenizer.decode([token]))
+        self._lexed = len(self.generated)
+        return self._lexer.in_string
