@@ -1,12 +1,12 @@
 """Batched log-likelihoods equal one unpadded forward per request (a naive loop), shared rows change nothing,
-and batched greedy generation equals generating each prompt alone."""
+batched greedy generation equals generating each prompt alone, and scoring and generating in one pass equals both."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from openafm.checkpoint.load import LoadedModel
-from openafm.eval.scoring import Rows, generate_batched, loglikelihoods
+from openafm.eval.scoring import Rows, generate_batched, loglikelihoods, score_and_generate
 from openafm.runtime.language_model import LanguageModel
 from tiny import make_tiny
 
@@ -62,3 +62,22 @@ def test_batched_generation_equals_one_at_a_time(model, tokenizer):
     lm = LanguageModel.of(LoadedModel(model, tokenizer, "tiny", "test"))
     alone = [lm.generate(p, max_tokens=8) for p in prompts]
     assert generate_batched(model, tokenizer, prompts, max_tokens=8, batch_size=3) == alone
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_scoring_and_generating_in_one_pass_equals_the_two_passes(model, tokenizer, batch_size):
+    prompts = ["Question: 2 + 2 = ?\nAnswer:", "Water", "A somewhat longer prompt about the sea and ships\nAnswer:"]
+    letters = [" A", " B", " C", " D"]
+    ids = [tokenizer.encode(L)[0] for L in letters]
+    assert all(len(tokenizer.encode(L)) == 1 for L in letters)
+    both = score_and_generate(model, tokenizer, prompts, ids, max_tokens=8, batch_size=batch_size)
+    texts = generate_batched(model, tokenizer, prompts, max_tokens=8, batch_size=3)
+    for prompt, (scores, text), alone in zip(prompts, both, texts, strict=True):
+        assert text == alone
+        for L, score in zip(letters, scores, strict=True):
+            assert score == pytest.approx(naive(model, tokenizer, prompt, L)[0], abs=2e-4)
+
+
+def test_one_pass_scoring_names_a_token_id_the_model_lacks(model, tokenizer):
+    with pytest.raises(ValueError, match=r"not token ids of this model"):
+        score_and_generate(model, tokenizer, ["Water"], [tokenizer.vocab_size + 5], max_tokens=2)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from openafm.data.sources.base import require_path
 from openafm.data.sources.wordnet import POS, WORDNET_DIR, parse_synset
-from openafm.eval.scoring import generate_batched, loglikelihoods
+from openafm.eval.scoring import generate_batched, loglikelihoods, score_and_generate
 
 LETTERS = "ABCD"
 GEN_TOKENS = 6                  # enough for "The answer is C"
@@ -82,8 +82,17 @@ def extract_letter(text: str) -> str | None:
 
 def evaluate_mc(model, tokenizer, questions: list[MCQuestion], shots: list[MCQuestion], *,
                 batch_size: int) -> list[dict]:
-    """One record per question: prompt, the generated output, both scores and the letter log-probabilities."""
+    """One record per question: prompt, the generated output, both scores and the letter log-probabilities.
+
+    Where every letter " A".." D" is one token (every tokenizer shipped or tested here), one pass through the engine
+    gives both: the prefill that scores the letters also starts the generation (scoring.score_and_generate).
+    Otherwise the letters are scored as continuations and the answer generated in a second pass."""
     prompts = [mc_prompt(q, shots) for q in questions]
+    letters = [tokenizer.encode(f" {L}") for L in LETTERS]
+    if all(len(ids) == 1 for ids in letters):
+        both = score_and_generate(model, tokenizer, prompts, [ids[0] for ids in letters], max_tokens=GEN_TOKENS,
+                                  batch_size=batch_size)
+        return [score_mc(q, prompt, lps, out) for q, prompt, (lps, out) in zip(questions, prompts, both)]
     scores = loglikelihoods(model, tokenizer, [(p, f" {L}") for p in prompts for L in LETTERS], batch_size=batch_size)
     outputs = generate_batched(model, tokenizer, prompts, max_tokens=GEN_TOKENS, batch_size=batch_size)
     return [score_mc(q, prompt, [s.logprob for s in scores[4 * k:4 * k + 4]], out)

@@ -15,6 +15,11 @@ are computed (`Logits.LAST`).
 
 Generation: `generate_batched` runs greedy generation over many prompts, `batch_size` prompts per call
 of runtime.generate_tokens (one forward per step for the whole batch), sorted by length.
+
+Both at once: `score_and_generate` scores one-token choices after each prompt and generates from it greedily in one
+pass through the engine: each prompt is prefilled once, its last position's log-probabilities give the choices'
+scores (the engine's `RowRequest.score`), and the rows decode on from that prefill, `batch_size` at a time — a
+multiple-choice item whose letter is also generated costs one prefill, not two.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ import torch
 import torch.nn.functional as F
 
 from openafm.models.decoder import CausalLM, Logits
+from openafm.runtime.engine import Engine, EngineConfig
 from openafm.runtime.generate import generate_tokens
+from openafm.runtime.request import Completion, RowRequest
 from openafm.runtime.sampling import SamplingParams
 
 
@@ -132,3 +139,23 @@ def generate_batched(model: CausalLM, tokenizer, prompts: Sequence[str], *, max_
         if on_batch is not None:
             on_batch(start + len(chunk))
     return out
+
+
+def score_and_generate(model: CausalLM, tokenizer, prompts: Sequence[str], choices: Sequence[int], *,
+                       max_tokens: int, batch_size: int = 8) -> list[tuple[list[float], str]]:
+    """Per prompt: (the log-probability of each token in `choices` as the next token, the greedy continuation's
+    text), from one prefill per prompt (see the module doc); `batch_size` rows decode together."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    encoded = [tokenizer.encode(p) for p in prompts]
+    if any(not ids for ids in encoded):
+        raise ValueError("every prompt needs at least one token")
+    window = model.kv_plan.max_seq_len
+    config = EngineConfig(max_batch=batch_size, max_queue=max(1, len(prompts)), max_context=window,
+                          initial_capacity=min(window, max(len(ids) for ids in encoded) + max_tokens), prefix_cache=0)
+    outs = [Completion() for _ in prompts]
+    Engine(model, tokenizer, config).run([RowRequest(ids, max_tokens, out, score=tuple(choices))
+                                          for ids, out in zip(encoded, outs)])
+    for out in outs:
+        out.raise_if_failed()
+    return [(out.scores, out.text) for out in outs]

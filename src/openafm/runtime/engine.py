@@ -199,6 +199,10 @@ class Engine:
             raise ValueError("stop strings need a tokenizer to decode text; this engine has none")
         if req.speculate is ProposerKind.DRAFT and self.draft is None:
             raise ValueError("speculate=draft: this engine holds no draft model (start it with one)")
+        vocab = self.model.kv_plan.vocab_size
+        bad = [t for t in req.score if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"score={list(req.score)!r}: {bad} are not token ids of this model (0 to {vocab - 1})")
 
     @property
     def waiting(self) -> int:
@@ -293,6 +297,8 @@ class Engine:
             row.proposer = DraftProposer(self.draft, [*req.history, *req.prompt], self.config.max_context)
         self.rows.append(row)
         first = RowEvent(-1, "", prompt_tokens=len(req.prompt), cached_tokens=p.cached, prefill_seconds=p.seconds)
+        if req.score:
+            first.scores = torch.log_softmax(logits[0].float(), dim=-1)[list(req.score)].tolist()
         self._choose(r, row, logits[0], first)
 
     def _step(self) -> None:

@@ -2,7 +2,8 @@
 whole of one request's answer gathered from its events (`Completion`).
 
 A request carries its prompt ids, token budget, sampling parameters, stop strings, grammar constraint, log-prob
-count, cancel token, speculation choice and an `on_event` callback, which the engine calls from its own thread
+count, cancel token, speculation choice, tokens to score as the first new token (an evaluation's answer choices,
+read from the prefill that also starts the generation) and an `on_event` callback, which the engine calls from its own thread
 (or the caller's, under `Engine.run`) for every token of the request and once more (or with the last token) with
 `finish` set: a `FinishReason`, or one of the engine's own two below.
 
@@ -56,6 +57,7 @@ class RowEvent:
     exception: Exception | None = None     # with `error`: what was raised (a caller in the same process re-raises it)
     prompt_tokens: int = 0         # set on the first event
     cached_tokens: int = 0         # prompt tokens reused from the prefix cache (first event)
+    scores: list[float] | None = None   # first event of a request with `score`: those tokens' log-probabilities
     prefill_seconds: float = 0.0   # first event
     kv_bytes: int = 0              # K/V bytes this request's tokens hold
     guessed: bool = False          # the token was a proposer's guess, verified in the step that fed it
@@ -79,6 +81,8 @@ class RowRequest:
     cache: KVCache | None = None              # the K/V of the tokens before `prompt` (continuing a sequence)
     history: tuple[int, ...] = ()             # those tokens' ids, for proposers to read (never fed again)
     forced: Forced = Forced.FEED
+    score: tuple[int, ...] = ()               # token ids whose log-probabilities as the first new token (the model's
+                                              # own distribution: no constraint, no temperature) the first event gives
     submitted: float = dataclasses.field(default_factory=time.perf_counter)
 
 
@@ -94,6 +98,7 @@ class Completion:
     exception: Exception | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    scores: list[float] | None = None
     prefill_seconds: float = 0.0
     first_token_at: float = 0.0       # seconds from submission to the first token
     last_at: float = 0.0              # ... to the last event
@@ -107,7 +112,7 @@ class Completion:
     def __call__(self, event: RowEvent) -> None:
         if event.prompt_tokens and not self.prompt_tokens:
             self.prompt_tokens, self.cached_tokens = event.prompt_tokens, event.cached_tokens
-            self.prefill_seconds = event.prefill_seconds
+            self.prefill_seconds, self.scores = event.prefill_seconds, event.scores
         if event.token_id >= 0 and not (event.finish == FinishReason.EOS and not event.forced):
             self.token_ids.append(event.token_id)
             self.forced += event.forced
