@@ -101,6 +101,11 @@ REWRITES = [
       "propertyNames": {"maxLength": 1}}, [{}, {"x": 1}, {"ab": 1}]),
     ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}, [{}, {"ab": 1}, {"aB": 1}, {"ab": 1, "c": 2}]),
     ({"type": "object", "propertyNames": {"enum": ["a.b", "c"]}}, [{"a.b": 1}, {"c": 2}, {"ab": 1}]),
+    # propertyNames written before the keywords its rewrite replaces (CircleCI's `examples`): the order is the source's
+    ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "additionalProperties": {"type": "integer"}},
+     [{}, {"ab": 1}, {"./b": 1}, {"ab": "x"}]),
+    ({"type": "object", "propertyNames": {"maxLength": 1}, "properties": {"ab": {}, "x": {}},
+      "additionalProperties": False}, [{}, {"x": 1}, {"ab": 1}]),
     ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": "integer"}],
       "additionalItems": {"type": "string"}}, [[], [1], [1, "a"], ["a"], [1, 2]]),
     ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": 1, "exclusiveMinimum": True,

@@ -168,7 +168,9 @@ class _Normalizer:
         schema = simplify(schema, self.resolve)
         work: dict[str, Any] = {}
         extra: list[Any] = []
-        for key, value in schema.items():
+        # propertyNames last: its rewrite replaces properties / patternProperties / additionalProperties in `work`,
+        # which a later copy of those keywords would put back
+        for key, value in sorted(schema.items(), key=lambda kv: kv[0] == "propertyNames"):
             kind = kind_of(key)
             _check_shape(key, value, where)
             if kind is KeywordKind.ANNOTATION and key not in ("then", "else"):
