@@ -71,7 +71,8 @@ class EngineConfig:
     max_queue: int = 64              # requests waiting for a row; one more raises EngineBusy
     max_context: int = 2048          # prompt + new tokens of one request (and the row cache's largest capacity)
     initial_capacity: int = 256      # row-cache slots to start with (grows by doubling up to max_context)
-    prefix_cache: int = 8            # prompts whose K/V are kept for prefix reuse (0: off)
+    prefix_cache: int = 64           # prompts whose K/V are kept for prefix reuse (0: off) ...
+    prefix_cache_bytes: int = 256 << 20    # ... holding at most this many bytes of K/V together
     min_prefix: int = 8              # shortest prefix worth reusing
     prefill_chunk: int = PREFILL_CHUNK   # prompt tokens a joining request prefills per loop turn (between steps)
     step: StepKind = StepKind.AUTO   # how steps run (multi-slot speculative steps too, where no ring wraps)
@@ -86,7 +87,7 @@ class EngineConfig:
         if not isinstance(self.speculate, ProposerKind):
             raise ValueError(f"speculate={self.speculate!r} is not one of {[k.value for k in ProposerKind]}")
         for name in ("max_batch", "max_queue", "max_context", "initial_capacity", "min_prefix", "prefill_chunk",
-                     "draft_gamma"):
+                     "draft_gamma", "prefix_cache_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} is invalid: use an integer >= 1")
@@ -122,7 +123,8 @@ class Engine:
         self.queue: collections.deque[RowRequest] = collections.deque()
         self.joining: collections.deque[Prefill] = collections.deque()     # admitted, prefilling
         self.prefixes = PrefixCache(model.kv_plan, size=config.prefix_cache, min_prefix=config.min_prefix,
-                                    dtype=self.cache.dtype, device=self.cache.device, storage=config.kv_storage)
+                                    dtype=self.cache.dtype, device=self.cache.device, storage=config.kv_storage,
+                                    max_bytes=config.prefix_cache_bytes)
         self._cv = threading.Condition()
         self._stop = False
         self._thread: threading.Thread | None = None

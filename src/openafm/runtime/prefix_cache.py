@@ -2,7 +2,10 @@
 
 A shared system prompt (or a conversation's earlier turns) is prefilled once; a later prompt starts from a copy
 of the longest prefix it shares with a remembered prompt (at least ``min_prefix`` tokens; its last token is always
-run, since its logits choose the first new token). The ``size`` most recently used prompts are kept (LRU).
+run, since its logits choose the first new token). The most recently used prompts are kept (LRU), at most
+``size`` of them holding at most ``max_bytes`` of K/V together: a server whose clients cycle through more distinct
+prompts than a handful (16 clients, 16 system prompts) still finds them, and a few long prompts cannot hold memory
+without bound. A prompt larger than the whole budget is not kept.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from openafm.runtime.kv_cache import KVCache, KVStorage, Sliding
 
 class PrefixCache:
     def __init__(self, plan: DecoderConfig, *, size: int, min_prefix: int, dtype: torch.dtype, device: torch.device,
-                 storage: KVStorage = KVStorage.NATIVE):
+                 storage: KVStorage = KVStorage.NATIVE, max_bytes: int | None = None):
         self.plan, self.size, self.min_prefix, self.dtype, self.device = plan, size, min_prefix, dtype, device
-        self.storage = storage
+        self.storage, self.max_bytes = storage, max_bytes
         self._entries: collections.OrderedDict[tuple[int, ...], KVCache] = collections.OrderedDict()
 
     def start(self, prompt: list[int]) -> tuple[KVCache, int]:
@@ -47,12 +50,19 @@ class PrefixCache:
         return cache, held
 
     def remember(self, prompt: list[int], cache: KVCache) -> None:
-        if not self.size:
+        if not self.size or (self.max_bytes is not None and cache.nbytes() > self.max_bytes):
             return
         self._entries[tuple(prompt)] = cache
         self._entries.move_to_end(tuple(prompt))
-        while len(self._entries) > self.size:
+        while len(self._entries) > self.size or (self.max_bytes is not None and self.nbytes() > self.max_bytes):
             self._entries.popitem(last=False)
+
+    def nbytes(self) -> int:
+        """K/V bytes the remembered prompts hold."""
+        return sum(entry.nbytes() for entry in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def common_prefix(a, b) -> int:
