@@ -42,6 +42,13 @@ def test_guided_heldout_schemas_are_never_trained_on():
     assert not train & heldout
 
 
+def test_the_guided_validation_set_is_disjoint_from_the_heldout_one():
+    """benchmarks/guided_validation.py chooses decoding settings on training-split schemas (seed 101)."""
+    validation = {repr(guided_example(101, i, Split.TRAIN).schema) for i in range(40)}
+    heldout = {repr(guided_example(0, i, Split.HELDOUT).schema) for i in range(60)}
+    assert len(validation) > 30 and not validation & heldout
+
+
 def test_tool_round_families_split_and_every_tool_of_a_conversation_is_of_its_split():
     train, heldout = ({f.name for f in families(s)} for s in (Split.TRAIN, Split.HELDOUT))
     assert train and heldout and not train & heldout

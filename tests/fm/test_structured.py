@@ -80,11 +80,11 @@ class _Fake:
         self.generated.append(token)
 
 
-def test_repetition_penalty_follows_ctrls_rule_on_allowed_tokens_only():
+def test_repetition_penalty_follows_ctrls_rule_on_allowed_content_tokens_only():
     fake = _Fake(3, ["a", "b", "]", "c"])
     steered = SteeredConstraint(fake, budget=100, repetition_penalty=2.0)
-    steered.consume(0)
-    steered.consume(1)
+    for token in (0, 1, 2):                  # "]" was produced too, but structure is never penalised
+        steered.consume(token)
     out = steered.mask_logits(torch.tensor([4.0, -4.0, 1.0, 9.0]))
     assert out.tolist() == [2.0, -8.0, 1.0, float("-inf")]
 

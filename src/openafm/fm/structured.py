@@ -12,7 +12,9 @@ complete). Each remedy here narrows or steers decoding without ever admitting an
   Only refs that reach a cycle are inlined. Where unrolling would grow the schema past MAX_UNROLL_GROWTH times
   its size (real schemas with many mutually recursive definitions: CircleCI's grows 17x), the recursion is
   left as it is and an INFO log line says so; the other remedies still apply;
-- repetition_penalty: tokens the response already produced are penalised (runtime.steering);
+- repetition_penalty: content tokens (words, digits: no quote, bracket or comma) the response already produced are
+  penalised (runtime.steering), so a list does not repeat its items: on 40 validation schemas (training-split
+  schemas, not the held-out ones) the default model answered 20 non-degenerate with it off, 35 at 1.3;
 - close_within: once this few tokens of budget remain, decoding walks toward the end of the value: each allowed
   token is favoured by how many strings, lists and objects it closes (runtime.steering's closing walk).
 
@@ -62,7 +64,7 @@ class StructuredDecoding:
     max_items: int | None = 4
     max_open_keys: int | None = 4
     max_depth: int | None = 1
-    repetition_penalty: float | None = None
+    repetition_penalty: float | None = 1.3
     close_within: int | None = 96
 
     def __post_init__(self) -> None:

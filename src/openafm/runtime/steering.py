@@ -3,9 +3,11 @@
 `SteeredConstraint` wraps a `GrammarConstraint` (the same interface: mask_logits, consume, forced, done) and, after
 the grammar's mask, adjusts the logits of the allowed tokens:
 
-- repetition penalty: each token this output already produced has its logit divided by the penalty when positive
-  and multiplied by it when negative (CTRL's rule), so a list that keeps repeating the same item (or a string
-  that keeps repeating a digit) becomes less likely to go on;
+- repetition penalty: each content token this output already produced (a token with no quote, bracket or comma:
+  words, digits) has its logit divided by the penalty when positive and multiplied by it when negative (CTRL's
+  rule), so a list that keeps repeating the same item (or a string that keeps repeating a digit) becomes less
+  likely to go on. Structure is not penalised: penalising every token made the model close strings at once
+  (measured on validation schemas: 18 empty strings in 40 answers at 1.3, against none for content tokens only);
 - closing walk: once at most `close_within` tokens of the budget remain, each allowed token's logit gains
   `close_bias` times how far it moves the JSON toward its end: +1 for each string, list or object it closes, -1
   for each it opens, and -1/4 for a token that moves nothing (no quote, bracket or comma: more digits, more
@@ -84,6 +86,7 @@ class SteeredConstraint:
         self.inner, self.budget = constraint, budget
         self.repetition_penalty, self.close_within, self.close_bias = repetition_penalty, close_within, close_bias
         self._lexer, self._lexed = JsonLexer(), 0          # the output's lexer state, and how many tokens it read
+        self._content: list[bool] | None = None            # per token id: a content token (see _idle)
 
     # --- the GrammarConstraint interface --------------------------------------------------------------------
     @property
@@ -111,8 +114,10 @@ class SteeredConstraint:
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """logits [V] or [1, V] -> masked by the grammar, then steered among the allowed tokens."""
         logits = self.inner.mask_logits(logits)
-        if self.repetition_penalty is not None and self.generated:
-            seen = torch.tensor(sorted(set(self.generated)), dtype=torch.long, device=logits.device)
+        idle = self._idle() if self.repetition_penalty is not None else []
+        content = [t for t in self.generated if t < len(idle) and idle[t]]
+        if content:
+            seen = torch.tensor(sorted(set(content)), dtype=torch.long, device=logits.device)
             row = logits.view(-1, logits.shape[-1])                              # [1, V]
             values = row[:, seen]
             row[:, seen] = torch.where(values > 0, values / self.repetition_penalty, values * self.repetition_penalty)
@@ -131,3 +136,9 @@ class SteeredConstraint:
             self._lexer.feed(tokenizer.decode([token]))
         self._lexed = len(self.generated)
         return self._lexer.in_string
+
+    def _idle(self) -> list[bool]:
+        """Per token id: whether it is a content token (moves no string, list or object: JsonLexer's IDLE)."""
+        if self._content is None:
+            self._content = (close_scores(self.inner.tokenizer)[0] == IDLE).tolist()
+        return self._content
