@@ -26,14 +26,15 @@ import weakref
 import torch
 
 IDLE = -0.25    # the closing walk's score of a token that moves no string, list or object toward its end
+_TEXTS: "weakref.WeakKeyDictionary[object, list[str]]" = weakref.WeakKeyDictionary()
 _SCORES: "weakref.WeakKeyDictionary[object, torch.Tensor]" = weakref.WeakKeyDictionary()
 
 
 class JsonLexer:
     """Whether JSON text read so far ends inside a string (a backslash escapes the next character)."""
 
-    def __init__(self) -> None:
-        self.in_string, self.escaped = False, False
+    def __init__(self, in_string: bool = False) -> None:
+        self.in_string, self.escaped = in_string, False
 
     def feed(self, text: str) -> float:
         """Read `text` -> how far it moved toward the end: strings/lists/objects closed minus opened, or IDLE
@@ -58,20 +59,21 @@ class JsonLexer:
         return progress if moved else IDLE
 
 
+def token_texts(tokenizer) -> list[str]:
+    """Each token id's text, decoded alone (built once per tokenizer)."""
+    if tokenizer not in _TEXTS:
+        _TEXTS[tokenizer] = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
+    return _TEXTS[tokenizer]
+
+
 def close_scores(tokenizer) -> torch.Tensor:
     """float [2, V]: each token's progress toward the end (JsonLexer.feed) read from outside a string (row 0) and
-    from inside one (row 1); built once per tokenizer."""
+    from inside one (row 1); built once per tokenizer. Row 0 == IDLE marks the content tokens (words, digits)."""
     if tokenizer not in _SCORES:
-        texts = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
-        _SCORES[tokenizer] = torch.tensor([[_lexed_from(inside).feed(t) for t in texts] for inside in (False, True)],
+        texts = token_texts(tokenizer)
+        _SCORES[tokenizer] = torch.tensor([[JsonLexer(inside).feed(t) for t in texts] for inside in (False, True)],
                                           dtype=torch.float32)
     return _SCORES[tokenizer]
-
-
-def _lexed_from(in_string: bool) -> JsonLexer:
-    lexer = JsonLexer()
-    lexer.in_string = in_string
-    return lexer
 
 
 class SteeredConstraint:
@@ -86,7 +88,6 @@ class SteeredConstraint:
         self.inner, self.budget = constraint, budget
         self.repetition_penalty, self.close_within, self.close_bias = repetition_penalty, close_within, close_bias
         self._lexer, self._lexed = JsonLexer(), 0          # the output's lexer state, and how many tokens it read
-        self._content: list[bool] | None = None            # per token id: a content token (see _idle)
 
     # --- the GrammarConstraint interface --------------------------------------------------------------------
     @property
@@ -114,10 +115,11 @@ class SteeredConstraint:
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """logits [V] or [1, V] -> masked by the grammar, then steered among the allowed tokens."""
         logits = self.inner.mask_logits(logits)
-        idle = self._idle() if self.repetition_penalty is not None else []
-        content = [t for t in self.generated if t < len(idle) and idle[t]]
-        if content:
-            seen = torch.tensor(sorted(set(content)), dtype=torch.long, device=logits.device)
+        if self.repetition_penalty is not None and self.generated:
+            content = close_scores(self.inner.tokenizer)[0] == IDLE                             # [V_tok] bool
+            seen = torch.tensor(sorted(set(self.generated)), dtype=torch.long)
+            seen = seen[seen < content.numel()]
+            seen = seen[content[seen]].to(logits.device)                        # words and digits, not structure
             row = logits.view(-1, logits.shape[-1])                              # [1, V]
             values = row[:, seen]
             row[:, seen] = torch.where(values > 0, values / self.repetition_penalty, values * self.repetition_penalty)
@@ -131,14 +133,8 @@ class SteeredConstraint:
 
     def _read(self) -> bool:
         """Lex the tokens generated since the last call (forced ones too) -> whether the output is inside a string."""
-        tokenizer = self.inner.tokenizer
+        texts = token_texts(self.inner.tokenizer)
         for token in self.generated[self._lexed:]:
-            self._lexer.feed(tokenizer.decode([token]))
+            self._lexer.feed(texts[token])
         self._lexed = len(self.generated)
         return self._lexer.in_string
-
-    def _idle(self) -> list[bool]:
-        """Per token id: whether it is a content token (moves no string, list or object: JsonLexer's IDLE)."""
-        if self._content is None:
-            self._content = (close_scores(self.inner.tokenizer)[0] == IDLE).tolist()
-        return self._content
