@@ -17,7 +17,10 @@ NEW = [WeightFormat.Q4_K, WeightFormat.Q5_K, WeightFormat.Q6_K, WeightFormat.Q5_
 INTEGER = [f for f in NEW if f not in (WeightFormat.F16, WeightFormat.BF16)]
 # Offsets of each format's float16 fields in a block (scales / minima), set to sane values in random blocks.
 HALF_FIELDS = {WeightFormat.Q4_K: (0, 2), WeightFormat.Q5_K: (0, 2), WeightFormat.Q6_K: (208,),
-               WeightFormat.Q5_0: (0,), WeightFormat.Q5_1: (0, 2)}
+               WeightFormat.Q5_0: (0,), WeightFormat.Q5_1: (0, 2),
+               WeightFormat.Q8_0: (0,), WeightFormat.Q4_0: (0,), WeightFormat.Q4_1: (0, 2)}
+# Every block format (the first three are test_block_linear's).
+ALL = [WeightFormat.Q8_0, WeightFormat.Q4_0, WeightFormat.Q4_1, *NEW]
 
 
 def gguf_reference(raw: np.ndarray, fmt: WeightFormat, shape: tuple[int, int]) -> np.ndarray:
@@ -64,14 +67,15 @@ def test_float32_activations_match_a_float64_product_of_gguf_weights(fmt, rows):
     assert ((y.double() - exact).abs() <= bound).all(), ((y.double() - exact).abs() / bound).max()
 
 
-@pytest.mark.parametrize("fmt", NEW, ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", ALL, ids=lambda f: f.name)
 @pytest.mark.parametrize("activations", list(Activations), ids=lambda a: a.value)
-def test_batched_rows_are_bit_identical_to_single_rows(fmt, activations):
+@pytest.mark.parametrize("rows", [2, 9, 11])         # kernels work in register tiles of rows: 4 + 4 + 1, 4 + 4 + 3
+def test_batched_rows_are_bit_identical_to_single_rows(fmt, activations, rows):
     n = width(fmt) if BLOCK_SHAPES[fmt][0] > 1 else 100
     spec = weight_spec(fmt, 24, n, random_blocks(fmt, 24, n), activations=activations)
-    x = torch.randn(9, n, generator=torch.Generator().manual_seed(5))
+    x = torch.randn(rows, n, generator=torch.Generator().manual_seed(5))
     together = matvec(x, spec)
-    alone = torch.cat([matvec(x[i:i + 1], spec) for i in range(9)])
+    alone = torch.cat([matvec(x[i:i + 1], spec) for i in range(rows)])
     assert torch.equal(together, alone)
 
 

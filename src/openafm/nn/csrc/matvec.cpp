@@ -137,95 +137,61 @@ void block_sums(const float* x, int64_t M, int64_t n, std::vector<float>& xs) {
 
 // Block formats times float32 activations: per block, d * sum(q * x) (+ m * sum x, or - 8 d sum x), every
 // product in float32 (no activation rounding; the sum order differs from dequantize-then-matmul).
-template <Format F>
-static void block_rows_f32_batch(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M,
-                                 int64_t o0, int64_t o1);
+// One weight row times FM activation rows (x, xs and y already at the tile's first row): each block's weights
+// are widened to float once and applied to every row, the FM accumulators held in registers. Per (o, m) the
+// operations and their order do not depend on FM, so a row's result is bit-identical in a batch and alone.
+template <Format F, int FM>
+static inline void block_tile_f32(const uint8_t* wr, int64_t n, const float* x, const float* xs, float* y,
+                                  int64_t ystride) {
+    constexpr int64_t bb = F == Format::Q8_0 ? 34 : F == Format::Q4_0 ? 18 : 20;
+    const int64_t nb = n / G;
+    __m256 acc[FM];
+    float extra[FM];                  // Q4_0: -8 d sum(x); Q4_1: m sum(x)
+    for (int r = 0; r < FM; ++r) { acc[r] = _mm256_setzero_ps(); extra[r] = 0.f; }
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = wr + b * bb;
+        const float dw = half(blk);
+        __m256 wv[4];
+        float mw = 0.f;
+        if constexpr (F == Format::Q8_0) {
+            const __m128i lo = load128(blk + 2), hi = load128(blk + 18);
+            wv[0] = bytes_s8(lo); wv[1] = bytes_s8(_mm_srli_si128(lo, 8));
+            wv[2] = bytes_s8(hi); wv[3] = bytes_s8(_mm_srli_si128(hi, 8));
+        } else {
+            const __m128i v = load128(blk + (F == Format::Q4_1 ? 4 : 2));
+            const __m128i mask = _mm_set1_epi8(0x0F);
+            const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+            wv[0] = bytes_u8(lo); wv[1] = bytes_u8(_mm_srli_si128(lo, 8));
+            wv[2] = bytes_u8(hi); wv[3] = bytes_u8(_mm_srli_si128(hi, 8));
+            if constexpr (F == Format::Q4_1) mw = half(blk + 2);
+        }
+        const __m256 dv = _mm256_set1_ps(dw);
+        for (int r = 0; r < FM; ++r) {
+            const __m256 part = dot_f32(wv, x + r * n + b * G, 4);
+            if constexpr (F == Format::Q4_0) extra[r] -= 8.f * dw * xs[r * nb + b];
+            else if constexpr (F == Format::Q4_1) extra[r] += mw * xs[r * nb + b];
+            acc[r] = _mm256_fmadd_ps(part, dv, acc[r]);
+        }
+    }
+    for (int r = 0; r < FM; ++r) y[r * ystride] = hsum(acc[r]) + extra[r];
+}
 
+// Output rows [o0, o1) for M activation rows, in tiles of up to four rows per pass over a weight row (the
+// row stays in L1 between tiles).
 template <Format F>
 static void block_rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M,
                            int64_t o0, int64_t o1) {
-    if (M > 1) return block_rows_f32_batch<F>(w, x, xs, y, M, o0, o1);
-    const int64_t n = w.in, nb = n / G, bb = block_shape(F).bytes;
+    const int64_t n = w.in, nb = n / G;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
-        for (int64_t m = 0; m < M; ++m) {
-            const float* xm = x + m * n;
-            const float* xsm = xs.data() + m * nb;
-            __m256 acc = _mm256_setzero_ps();
-            float extra = 0.f;
-            for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* blk = wr + b * bb;
-                const float* xb = xm + b * G;
-                const float dw = half(blk);
-                __m256 part;
-                if constexpr (F == Format::Q8_0) {
-                    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-                    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
-                    part = _mm256_mul_ps(bytes_s8(lo), _mm256_loadu_ps(xb));
-                    part = _mm256_fmadd_ps(bytes_s8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), part);
-                    part = _mm256_fmadd_ps(bytes_s8(hi), _mm256_loadu_ps(xb + 16), part);
-                    part = _mm256_fmadd_ps(bytes_s8(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), part);
-                } else {
-                    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (F == Format::Q4_1 ? 4 : 2)));
-                    const __m128i mask = _mm_set1_epi8(0x0F);
-                    const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-                    part = _mm256_mul_ps(bytes_u8(lo), _mm256_loadu_ps(xb));
-                    part = _mm256_fmadd_ps(bytes_u8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb + 8), part);
-                    part = _mm256_fmadd_ps(bytes_u8(hi), _mm256_loadu_ps(xb + 16), part);
-                    part = _mm256_fmadd_ps(bytes_u8(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb + 24), part);
-                    if constexpr (F == Format::Q4_0) extra -= 8.f * dw * xsm[b];
-                    else extra += half(blk + 2) * xsm[b];
-                }
-                acc = _mm256_fmadd_ps(part, _mm256_set1_ps(dw), acc);
-            }
-            y[m * w.out + o] = hsum(acc) + extra;
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) block_tile_f32<F, 4>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out);
+        switch (M - m) {
+            case 3: block_tile_f32<F, 3>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out); break;
+            case 2: block_tile_f32<F, 2>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out); break;
+            case 1: block_tile_f32<F, 1>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out); break;
+            default: break;
         }
-    }
-}
-
-// Several rows (a batched decode step): each block's weights are widened to float once and applied to every row.
-// Per (o, m) the operations and their order are block_rows_f32's, so every row's result is bit-identical to it.
-template <Format F>
-static void block_rows_f32_batch(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M,
-                                 int64_t o0, int64_t o1) {
-    const int64_t n = w.in, nb = n / G, bb = block_shape(F).bytes;
-    std::vector<__m256> acc(M);
-    std::vector<float> extra(M);
-    for (int64_t o = o0; o < o1; ++o) {
-        const uint8_t* wr = w.data + o * w.row_bytes;
-        std::fill(acc.begin(), acc.end(), _mm256_setzero_ps());
-        std::fill(extra.begin(), extra.end(), 0.f);
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* blk = wr + b * bb;
-            const float dw = half(blk);
-            __m256 w0, w1, w2, w3;
-            float mw = 0.f;
-            if constexpr (F == Format::Q8_0) {
-                const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-                const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18));
-                w0 = bytes_s8(lo); w1 = bytes_s8(_mm_srli_si128(lo, 8));
-                w2 = bytes_s8(hi); w3 = bytes_s8(_mm_srli_si128(hi, 8));
-            } else {
-                const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (F == Format::Q4_1 ? 4 : 2)));
-                const __m128i mask = _mm_set1_epi8(0x0F);
-                const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-                w0 = bytes_u8(lo); w1 = bytes_u8(_mm_srli_si128(lo, 8));
-                w2 = bytes_u8(hi); w3 = bytes_u8(_mm_srli_si128(hi, 8));
-                if constexpr (F == Format::Q4_1) mw = half(blk + 2);
-            }
-            const __m256 dv = _mm256_set1_ps(dw);
-            for (int64_t m = 0; m < M; ++m) {
-                const float* xb = x + m * n + b * G;
-                __m256 part = _mm256_mul_ps(w0, _mm256_loadu_ps(xb));
-                part = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + 8), part);
-                part = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xb + 16), part);
-                part = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + 24), part);
-                if constexpr (F == Format::Q4_0) extra[m] -= 8.f * dw * xs[m * nb + b];
-                else if constexpr (F == Format::Q4_1) extra[m] += mw * xs[m * nb + b];
-                acc[m] = _mm256_fmadd_ps(part, dv, acc[m]);
-            }
-        }
-        for (int64_t m = 0; m < M; ++m) y[m * w.out + o] = hsum(acc[m]) + extra[m];
     }
 }
 

@@ -96,4 +96,46 @@ static inline __m256 dot_f32(const __m256* w, const float* x, int n) {
     return part;
 }
 
+// sum_i a[i] * b[i] for i < n: eight lanes of fmadd in order, their sum, then the tail in order (attention's
+// q.k; one fixed order, so a row's result does not depend on the batch).
+static inline float dot_n(const float* a, const float* b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    float s = hsum(acc);
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+// The same with int8 b (an int8 K/V cache's codes), widened to float exactly.
+static inline float dot_n_s8(const float* a, const int8_t* b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int64_t v; std::memcpy(&v, b + i, 8);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), bytes_s8(_mm_cvtsi64_si128(v)), acc);
+    }
+    float s = hsum(acc);
+    for (; i < n; ++i) s += a[i] * (float)b[i];
+    return s;
+}
+
+// y[i] += w * x[i] for i < n (attention's weighted sum of V).
+static inline void axpy_n(float w, const float* x, float* y, int64_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] += w * x[i];
+}
+
+static inline void axpy_n_s8(float w, const int8_t* x, float* y, int64_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int64_t v; std::memcpy(&v, x + i, 8);
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, bytes_s8(_mm_cvtsi64_si128(v)), _mm256_loadu_ps(y + i)));
+    }
+    for (; i < n; ++i) y[i] += w * (float)x[i];
+}
+
 }  // namespace openafm
