@@ -71,13 +71,12 @@ inline __m256i group_codes(const uint8_t* blk, int g) {
 // Float32 activations: y[m, o] = sum over groups of scale * (q . x) (Q6_K: per half group), minus the mins
 // times the activations' group sums xs (block_sums).
 template <Format F, int FM>
-void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t rows, int64_t o0,
+void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t m0, int64_t o0,
               int64_t o1) {
     const int64_t n = w.in, nsb = n / QK, nb = n / G, bytes = block_shape(F).bytes;
-    RowAcc<FM> r(rows);
-    const int64_t M = r.rows(rows);
-    __m256* acc = r.acc;
-    float* extra = r.extra;
+    constexpr int64_t M = FM;                                   // rows m0 .. m0 + FM - 1
+    __m256 acc[FM];
+    float extra[FM];
     Scales s;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
@@ -90,30 +89,29 @@ void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, flo
                 if constexpr (F == Format::Q6_K) widen_s8(group_codes<F>(blk, g), wv);
                 else widen_u8(group_codes<F>(blk, g), wv);
                 for (int64_t m = 0; m < M; ++m) {
-                    const float* xb = x + m * n + sb * QK + g * G;           // [32]
+                    const float* xb = x + (m0 + m) * n + sb * QK + g * G;     // [32]
                     if constexpr (F == Format::Q6_K) {
                         acc[m] = _mm256_fmadd_ps(dot_f32(wv, xb, 2), _mm256_set1_ps(s.scale[2 * g]), acc[m]);
                         acc[m] = _mm256_fmadd_ps(dot_f32(wv + 2, xb + 16, 2), _mm256_set1_ps(s.scale[2 * g + 1]), acc[m]);
                     } else {
                         acc[m] = _mm256_fmadd_ps(dot_f32(wv, xb, 4), _mm256_set1_ps(s.scale[g]), acc[m]);
-                        extra[m] -= s.min[g] * xs[m * nb + sb * 8 + g];
+                        extra[m] -= s.min[g] * xs[(m0 + m) * nb + sb * 8 + g];
                     }
                 }
             }
         }
-        for (int64_t m = 0; m < M; ++m) y[m * w.out + o] = hsum(acc[m]) + extra[m];
+        for (int64_t m = 0; m < M; ++m) y[(m0 + m) * w.out + o] = hsum(acc[m]) + extra[m];
     }
 }
 
 // Int8 activations (QActs, one block of 32 per group): integer dot products, scaled by the group's weight
 // scale(s) times the activation block's scale; the mins meet the blocks' d_b * sum(q).
 template <Format F, int FM>
-void rows_int8(const Weight& w, const QActs& a, float* y, int64_t rows, int64_t o0, int64_t o1) {
+void rows_int8(const Weight& w, const QActs& a, float* y, int64_t m0, int64_t o0, int64_t o1) {
     const int64_t nsb = w.in / QK, nb = a.nb, bytes = block_shape(F).bytes;
-    RowAcc<FM> r(rows);
-    const int64_t M = r.rows(rows);
-    __m256* acc = r.acc;
-    float* extra = r.extra;
+    constexpr int64_t M = FM;                                   // rows m0 .. m0 + FM - 1
+    __m256 acc[FM];
+    float extra[FM];
     Scales s;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
@@ -125,8 +123,8 @@ void rows_int8(const Weight& w, const QActs& a, float* y, int64_t rows, int64_t 
                 const __m256i q = group_codes<F>(blk, g);
                 const int64_t b = sb * 8 + g;
                 for (int64_t m = 0; m < M; ++m) {
-                    const __m256i qa = load256(a.q.data() + m * a.n_pad + b * G);
-                    const float da = a.d[m * nb + b];
+                    const __m256i qa = load256(a.q.data() + (m0 + m) * a.n_pad + b * G);
+                    const float da = a.d[(m0 + m) * nb + b];
                     if constexpr (F == Format::Q6_K) {   // int32 lanes 0-3: values 0-15, lanes 4-7: 16-31
                         const __m256 sc = _mm256_set_m128(_mm_set1_ps(s.scale[2 * g + 1] * da),
                                                           _mm_set1_ps(s.scale[2 * g] * da));
@@ -134,20 +132,26 @@ void rows_int8(const Weight& w, const QActs& a, float* y, int64_t rows, int64_t 
                     } else {
                         acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_us(q, qa)), _mm256_set1_ps(s.scale[g] * da),
                                                  acc[m]);
-                        extra[m] -= s.min[g] * a.ds[m * nb + b];
+                        extra[m] -= s.min[g] * a.ds[(m0 + m) * nb + b];
                     }
                 }
             }
         }
-        for (int64_t m = 0; m < M; ++m) y[m * w.out + o] = hsum(acc[m]) + extra[m];
+        for (int64_t m = 0; m < M; ++m) y[(m0 + m) * w.out + o] = hsum(acc[m]) + extra[m];
     }
 }
 
 template <Format F>
 void rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y, int64_t M,
           int64_t o0, int64_t o1) {
-    if (w.int8_acts) M == 1 ? rows_int8<F, 1>(w, qa, y, M, o0, o1) : rows_int8<F, 0>(w, qa, y, M, o0, o1);
-    else M == 1 ? rows_f32<F, 1>(w, x, xs, y, M, o0, o1) : rows_f32<F, 0>(w, x, xs, y, M, o0, o1);
+    if (w.int8_acts)
+        in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+            rows_int8<F, decltype(fm)::value>(w, qa, y, m0, a, b);
+        });
+    else
+        in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+            rows_f32<F, decltype(fm)::value>(w, x, xs, y, m0, a, b);
+        });
 }
 
 }  // namespace

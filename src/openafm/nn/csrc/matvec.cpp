@@ -71,56 +71,54 @@ static inline __m256i unpack_packed(const uint8_t* p) {
     }
 }
 
-template <int BITS>
-static void packed_rows(const Weight& w, const QActs& a, float* y, int64_t M, int64_t o0, int64_t o1) {
+// Packed codes times int8 activations, rows m0 .. m0 + FM - 1: each block's codes unpacked once for the tile.
+template <int BITS, int FM>
+static void packed_rows(const Weight& w, const QActs& a, float* y, int64_t m0, int64_t o0, int64_t o1) {
     const int64_t nb = a.nb, gbytes = G * BITS / 8;
     const float zshift = BITS == 8 ? 128.f : 0.f;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
-        for (int64_t m = 0; m < M; ++m) {
-            const int8_t* qm = a.q.data() + m * a.n_pad;
-            const float* dm = a.d.data() + m * nb;
-            __m256 acc = _mm256_setzero_ps();
-            for (int64_t b = 0; b < nb; ++b) {
-                const __m256i c = unpack_packed<BITS>(wr + b * gbytes);
-                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qm + b * G));
+        __m256 acc[FM];
+        for (int m = 0; m < FM; ++m) acc[m] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const __m256i c = unpack_packed<BITS>(wr + b * gbytes);
+            for (int m = 0; m < FM; ++m) {
+                const __m256i q = load256(a.q.data() + (m0 + m) * a.n_pad + b * G);
                 const __m256i p = BITS == 8 ? dot_ss(c, q) : dot_us(c, q);
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dm[b]), acc);
+                acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(a.d[(m0 + m) * nb + b]), acc[m]);
             }
-            y[m * w.out + o] = w.scale[o] * (hsum(acc) - (w.zero[o] - zshift) * a.xsum[m]);
         }
+        for (int m = 0; m < FM; ++m)
+            y[(m0 + m) * w.out + o] = w.scale[o] * (hsum(acc[m]) - (w.zero[o] - zshift) * a.xsum[m0 + m]);
     }
 }
 
-template <Format F>
-static void block_rows(const Weight& w, const QActs& a, float* y, int64_t M, int64_t o0, int64_t o1) {
+// Q8_0 / Q4_0 / Q4_1 times int8 activations (llama.cpp's scheme), rows m0 .. m0 + FM - 1.
+template <Format F, int FM>
+static void block_rows(const Weight& w, const QActs& a, float* y, int64_t m0, int64_t o0, int64_t o1) {
     const int64_t nb = a.nb, bb = block_shape(F).bytes;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
-        for (int64_t m = 0; m < M; ++m) {
-            const int8_t* qm = a.q.data() + m * a.n_pad;
-            const float* dm = a.d.data() + m * nb;
-            const float* dsm = a.ds.data() + m * nb;
-            __m256 acc = _mm256_setzero_ps();
-            float extra = 0.f;            // Q4_0: -8 d sum(x); Q4_1: m sum(x)
-            for (int64_t b = 0; b < nb; ++b) {
-                const uint8_t* blk = wr + b * bb;
-                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qm + b * G));
-                const float dw = half(blk);
-                __m256i p;
-                if constexpr (F == Format::Q8_0) {
-                    p = dot_ss(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), q);
-                } else if constexpr (F == Format::Q4_0) {
-                    p = dot_us(nibbles(blk + 2), q);
-                    extra -= 8.f * dw * dsm[b];
-                } else {
-                    p = dot_us(nibbles(blk + 4), q);
-                    extra += half(blk + 2) * dsm[b];
-                }
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * dm[b]), acc);
+        __m256 acc[FM];
+        float extra[FM];              // Q4_0: -8 d sum(x); Q4_1: m sum(x)
+        for (int m = 0; m < FM; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = wr + b * bb;
+            const float dw = half(blk);
+            __m256i c;
+            if constexpr (F == Format::Q8_0) c = load256(blk + 2);
+            else c = nibbles(blk + (F == Format::Q4_1 ? 4 : 2));
+            const float mw = F == Format::Q4_1 ? half(blk + 2) : 0.f;
+            for (int m = 0; m < FM; ++m) {
+                const int64_t row = m0 + m;
+                const __m256i q = load256(a.q.data() + row * a.n_pad + b * G);
+                const __m256i p = F == Format::Q8_0 ? dot_ss(c, q) : dot_us(c, q);
+                if constexpr (F == Format::Q4_0) extra[m] -= 8.f * dw * a.ds[row * nb + b];
+                else if constexpr (F == Format::Q4_1) extra[m] += mw * a.ds[row * nb + b];
+                acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d[row * nb + b]), acc[m]);
             }
-            y[m * w.out + o] = hsum(acc) + extra;
         }
+        for (int m = 0; m < FM; ++m) y[(m0 + m) * w.out + o] = hsum(acc[m]) + extra[m];
     }
 }
 
@@ -176,23 +174,12 @@ static inline void block_tile_f32(const uint8_t* wr, int64_t n, const float* x, 
     for (int r = 0; r < FM; ++r) y[r * ystride] = hsum(acc[r]) + extra[r];
 }
 
-// Output rows [o0, o1) for M activation rows, in tiles of up to four rows per pass over a weight row (the
-// row stays in L1 between tiles).
-template <Format F>
-static void block_rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t M,
+template <Format F, int FM>
+static void block_rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t m0,
                            int64_t o0, int64_t o1) {
     const int64_t n = w.in, nb = n / G;
-    for (int64_t o = o0; o < o1; ++o) {
-        const uint8_t* wr = w.data + o * w.row_bytes;
-        int64_t m = 0;
-        for (; m + 4 <= M; m += 4) block_tile_f32<F, 4>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out);
-        switch (M - m) {
-            case 3: block_tile_f32<F, 3>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out); break;
-            case 2: block_tile_f32<F, 2>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out); break;
-            case 1: block_tile_f32<F, 1>(wr, n, x + m * n, xs.data() + m * nb, y + m * w.out + o, w.out); break;
-            default: break;
-        }
-    }
+    for (int64_t o = o0; o < o1; ++o)
+        block_tile_f32<F, FM>(w.data + o * w.row_bytes, n, x + m0 * n, xs.data() + m0 * nb, y + m0 * w.out + o, w.out);
 }
 
 static void f32_rows(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1) {
@@ -247,31 +234,41 @@ void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<
     else block_sums(x, M, w.in, xs);
 }
 
+template <Format F>
+static void block_dispatch(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
+                           int64_t M, int64_t o0, int64_t o1) {
+    if (w.int8_acts)
+        in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+            block_rows<F, decltype(fm)::value>(w, qa, y, m0, a, b);
+        });
+    else
+        in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+            block_rows_f32<F, decltype(fm)::value>(w, x, xs, y, m0, a, b);
+        });
+}
+
+template <int BITS>
+static void packed_dispatch(const Weight& w, const QActs& qa, float* y, int64_t M, int64_t o0, int64_t o1) {
+    in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+        packed_rows<BITS, decltype(fm)::value>(w, qa, y, m0, a, b);
+    });
+}
+
 void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
                  int64_t M, int64_t o0, int64_t o1) {
     switch (w.format) {
         case Format::Q4_K: case Format::Q5_K: case Format::Q6_K: return kquant_rows(w, x, qa, xs, y, M, o0, o1);
         case Format::Q5_0: case Format::Q5_1: return q5_rows(w, x, qa, xs, y, M, o0, o1);
         case Format::F16: case Format::BF16: return half_rows(w, x, y, M, o0, o1);
-        default: break;
-    }
-    if (w.format != Format::F32 && w.format != Format::PACKED && !w.int8_acts) {
-        if (w.format == Format::Q8_0) block_rows_f32<Format::Q8_0>(w, x, xs, y, M, o0, o1);
-        else if (w.format == Format::Q4_0) block_rows_f32<Format::Q4_0>(w, x, xs, y, M, o0, o1);
-        else block_rows_f32<Format::Q4_1>(w, x, xs, y, M, o0, o1);
-        return;
-    }
-    switch (w.format) {
-        case Format::F32: f32_rows(w, x, y, M, o0, o1); return;
-        case Format::Q8_0: block_rows<Format::Q8_0>(w, qa, y, M, o0, o1); return;
-        case Format::Q4_0: block_rows<Format::Q4_0>(w, qa, y, M, o0, o1); return;
-        case Format::Q4_1: block_rows<Format::Q4_1>(w, qa, y, M, o0, o1); return;
+        case Format::F32: return f32_rows(w, x, y, M, o0, o1);
+        case Format::Q8_0: return block_dispatch<Format::Q8_0>(w, x, qa, xs, y, M, o0, o1);
+        case Format::Q4_0: return block_dispatch<Format::Q4_0>(w, x, qa, xs, y, M, o0, o1);
+        case Format::Q4_1: return block_dispatch<Format::Q4_1>(w, x, qa, xs, y, M, o0, o1);
         case Format::PACKED:
-            if (w.bits == 2) packed_rows<2>(w, qa, y, M, o0, o1);
-            else if (w.bits == 4) packed_rows<4>(w, qa, y, M, o0, o1);
-            else if (w.bits == 8) packed_rows<8>(w, qa, y, M, o0, o1);
-            else throw std::invalid_argument("packed weights have 2, 4 or 8 bits");
-            return;
+            if (w.bits == 2) return packed_dispatch<2>(w, qa, y, M, o0, o1);
+            if (w.bits == 4) return packed_dispatch<4>(w, qa, y, M, o0, o1);
+            if (w.bits == 8) return packed_dispatch<8>(w, qa, y, M, o0, o1);
+            throw std::invalid_argument("packed weights have 2, 4 or 8 bits");
         default: throw std::invalid_argument("no kernel for format " + std::to_string((int)w.format));
     }
 }

@@ -23,13 +23,12 @@ inline __m256i q5_codes(const uint8_t* blk) {
 // Float32 activations (xs: block_sums) or int8 ones (qa); per (o, m) the same operations whatever M is.
 template <Format F, bool INT8, int FM>
 void q5_block_rows(const Weight& w, const float* x, const QActs& a, const std::vector<float>& xs, float* y,
-                   int64_t rows, int64_t o0, int64_t o1) {
+                   int64_t m0, int64_t o0, int64_t o1) {
     const int64_t n = w.in, nb = n / G, bytes = block_shape(F).bytes;
     const float* sums = INT8 ? a.ds.data() : xs.data();         // [M, nb]: sum x per block (int8: d_b sum q)
-    RowAcc<FM> r(rows);
-    const int64_t M = r.rows(rows);
-    __m256* acc = r.acc;
-    float* extra = r.extra;
+    constexpr int64_t M = FM;                                   // rows m0 .. m0 + FM - 1
+    __m256 acc[FM];
+    float extra[FM];
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
         for (int64_t m = 0; m < M; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
@@ -42,16 +41,16 @@ void q5_block_rows(const Weight& w, const float* x, const QActs& a, const std::v
             if constexpr (!INT8) widen_u8(q, wv);
             for (int64_t m = 0; m < M; ++m) {
                 if constexpr (INT8) {
-                    const __m256i qa = load256(a.q.data() + m * a.n_pad + b * G);
-                    acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_us(q, qa)), _mm256_set1_ps(d * a.d[m * nb + b]),
-                                             acc[m]);
+                    const __m256i qa = load256(a.q.data() + (m0 + m) * a.n_pad + b * G);
+                    const float da = a.d[(m0 + m) * nb + b];
+                    acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_us(q, qa)), _mm256_set1_ps(d * da), acc[m]);
                 } else {
-                    acc[m] = _mm256_fmadd_ps(dot_f32(wv, x + m * n + b * G, 4), _mm256_set1_ps(d), acc[m]);
+                    acc[m] = _mm256_fmadd_ps(dot_f32(wv, x + (m0 + m) * n + b * G, 4), _mm256_set1_ps(d), acc[m]);
                 }
-                extra[m] += shift * sums[m * nb + b];
+                extra[m] += shift * sums[(m0 + m) * nb + b];
             }
         }
-        for (int64_t m = 0; m < M; ++m) y[m * w.out + o] = hsum(acc[m]) + extra[m];
+        for (int64_t m = 0; m < M; ++m) y[(m0 + m) * w.out + o] = hsum(acc[m]) + extra[m];
     }
 }
 
@@ -72,22 +71,21 @@ inline float widen16_scalar(Format f, const uint8_t* p) {
 
 // Each row m: one float32 accumulator over 8-value chunks (fmadd in order), summed, then the tail in order.
 template <Format F, int FM>
-void half_rows_of(const Weight& w, const float* x, float* y, int64_t rows, int64_t o0, int64_t o1) {
+void half_rows_of(const Weight& w, const float* x, float* y, int64_t m0, int64_t o0, int64_t o1) {
     const int64_t n = w.in, n8 = n / 8 * 8;
-    RowAcc<FM> r(rows);
-    const int64_t M = r.rows(rows);
-    __m256* acc = r.acc;
+    constexpr int64_t M = FM;                                   // rows m0 .. m0 + FM - 1
+    __m256 acc[FM];
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
         for (int64_t m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n8; i += 8) {
             const __m256 wv = widen16<F>(wr + 2 * i);
-            for (int64_t m = 0; m < M; ++m) acc[m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + m * n + i), acc[m]);
+            for (int64_t m = 0; m < M; ++m) acc[m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + (m0 + m) * n + i), acc[m]);
         }
         for (int64_t m = 0; m < M; ++m) {
             float s = hsum(acc[m]);
-            for (int64_t i = n8; i < n; ++i) s += widen16_scalar(F, wr + 2 * i) * x[m * n + i];
-            y[m * w.out + o] = s;
+            for (int64_t i = n8; i < n; ++i) s += widen16_scalar(F, wr + 2 * i) * x[(m0 + m) * n + i];
+            y[(m0 + m) * w.out + o] = s;
         }
     }
 }
@@ -95,8 +93,9 @@ void half_rows_of(const Weight& w, const float* x, float* y, int64_t rows, int64
 template <Format F, bool INT8>
 void q5_dispatch(const Weight& w, const float* x, const QActs& a, const std::vector<float>& xs, float* y,
                  int64_t M, int64_t o0, int64_t o1) {
-    if (M == 1) q5_block_rows<F, INT8, 1>(w, x, a, xs, y, M, o0, o1);
-    else q5_block_rows<F, INT8, 0>(w, x, a, xs, y, M, o0, o1);
+    in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t lo, int64_t hi) {
+        q5_block_rows<F, INT8, decltype(fm)::value>(w, x, a, xs, y, m0, lo, hi);
+    });
 }
 
 }  // namespace
@@ -115,10 +114,14 @@ void q5_rows(const Weight& w, const float* x, const QActs& qa, const std::vector
 }
 
 void half_rows(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1) {
-    if (w.format == Format::F16) M == 1 ? half_rows_of<Format::F16, 1>(w, x, y, M, o0, o1)
-                                        : half_rows_of<Format::F16, 0>(w, x, y, M, o0, o1);
-    else if (w.format == Format::BF16) M == 1 ? half_rows_of<Format::BF16, 1>(w, x, y, M, o0, o1)
-                                              : half_rows_of<Format::BF16, 0>(w, x, y, M, o0, o1);
+    if (w.format == Format::F16)
+        in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+            half_rows_of<Format::F16, decltype(fm)::value>(w, x, y, m0, a, b);
+        });
+    else if (w.format == Format::BF16)
+        in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+            half_rows_of<Format::BF16, decltype(fm)::value>(w, x, y, m0, a, b);
+        });
     else throw std::invalid_argument("half_rows: not F16 or BF16");
 }
 

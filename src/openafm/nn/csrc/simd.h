@@ -3,31 +3,31 @@
 #pragma once
 #include <immintrin.h>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace openafm {
 
-// Per-row accumulators of a kernel over M rows: with the row count fixed at compile time (FM > 0, decode's one
-// row) they are locals the compiler keeps in registers; FM = 0 holds any M on the heap. Each row's operations
-// and their order are the same either way, so a row's result does not depend on FM.
-template <int FM>
-struct RowAcc {
-    __m256 acc[FM];
-    float extra[FM];
-    explicit RowAcc(int64_t) {}
-    int64_t rows(int64_t) const { return FM; }
-};
-
-template <>
-struct RowAcc<0> {
-    std::vector<__m256> storage;
-    std::vector<float> extras;
-    __m256* acc;
-    float* extra;
-    explicit RowAcc(int64_t m) : storage(m), extras(m), acc(storage.data()), extra(extras.data()) {}
-    int64_t rows(int64_t m) const { return m; }
-};
+// Runs kernel(fm, m0, a, b) over M activation rows and output rows [o0, o1), fm a std::integral_constant (FM):
+// per 32 output rows, the activation rows m0 .. m0 + FM - 1 in register tiles of four, then the one to three
+// left over, so a weight row is read from L1 by every tile after the first. A kernel's per (o, m) operations
+// must not depend on FM: a row's result is then bit-identical in a batch and alone.
+template <class Kernel>
+inline void in_tiles(int64_t M, int64_t o0, int64_t o1, Kernel&& kernel) {
+    for (int64_t a = o0; a < o1; a += 32) {
+        const int64_t b = std::min(o1, a + 32);
+        int64_t m0 = 0;
+        for (; m0 + 4 <= M; m0 += 4) kernel(std::integral_constant<int, 4>(), m0, a, b);
+        switch (M - m0) {
+            case 3: kernel(std::integral_constant<int, 3>(), m0, a, b); break;
+            case 2: kernel(std::integral_constant<int, 2>(), m0, a, b); break;
+            case 1: kernel(std::integral_constant<int, 1>(), m0, a, b); break;
+            default: break;
+        }
+    }
+}
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -124,7 +124,8 @@ static inline float dot_n_s8(const float* a, const int8_t* b, int64_t n) {
 static inline void axpy_n(float w, const float* x, float* y, int64_t n) {
     const __m256 wv = _mm256_set1_ps(w);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; ++i) y[i] += w * x[i];
 }
 
