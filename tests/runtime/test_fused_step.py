@@ -210,3 +210,28 @@ def test_several_tokens_per_row_in_one_pass_equal_one_at_a_time(name):
     for a, b in zip(caches[0].layers, caches[1].layers, strict=True):
         if a is not None:
             assert torch.allclose(a.k.data, b.k.data, atol=1e-6) and torch.allclose(a.v.data, b.v.data, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", [n for n in TINY_PRESETS if why_not_fused(make_tiny(n)) is None])
+def test_prefill_in_one_pass_equals_the_graph(name):
+    """The engine's short-prompt prefill: a chunk in one fused pass, the head on its last token only, gives the graph's
+    last logits and K/V; a chunk that would wrap a sliding ring, or two sequences, is refused by name."""
+    model = make_tiny(name)
+    ids = torch.tensor([[4, 9, 2, 7, 1, 30, 8, 8, 2, 5, 6, 3]])                            # [1, 12]
+    caches = [KVCache(model.kv_plan, batch_size=1, capacity=40) for _ in range(2)]
+    fused = fused_decoder(model)
+    with torch.inference_mode():
+        graph = model(ids, cache=caches[0])[:, -1]                                           # [1, V]
+        one_pass = fused.prefill(ids, caches[1], torch.arange(12)[None])                    # [1, V]
+    assert one_pass.shape == graph.shape
+    assert torch.allclose(one_pass, graph, atol=1e-4, rtol=1e-4), (one_pass - graph).abs().max()
+    assert caches[1].steps == 12
+    for a, b in zip(caches[0].layers, caches[1].layers, strict=True):
+        if a is not None:
+            assert torch.allclose(a.k.data, b.k.data, atol=1e-5) and torch.allclose(a.v.data, b.v.data, atol=1e-5)
+    with pytest.raises(ValueError, match="one sequence; got 2 rows"):
+        fused.prefill(ids.repeat(2, 1), KVCache(model.kv_plan, batch_size=2, capacity=40), torch.arange(12)[None])
+    if any(s.window for s in model.config.layers):                   # rings of 16: 20 tokens would wrap
+        long = torch.arange(1, 21)[None]
+        with pytest.raises(ValueError, match="would wrap"):
+            fused.prefill(long, KVCache(model.kv_plan, batch_size=1, capacity=40), torch.arange(20)[None])

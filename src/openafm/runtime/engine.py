@@ -59,6 +59,10 @@ from openafm.runtime.stops import StopMatcher
 from openafm.tokenizer.stream import StreamDecoder
 
 PREFILL_CHUNK = 512   # prompt tokens per prefill forward: bounds the attention scores and activations
+# The longest prompt remainder prefilled by the fused step (the block kernels in register tiles, the head on the last
+# token only); longer ones run the module graph, whose one float32 matrix product per weight wins past ~128 tokens
+# (benchmarks/prefill.py: docs/results/prefill.json).
+FUSED_PREFILL_MAX = 96
 
 
 class EngineBusy(OpenAFMError):
@@ -274,8 +278,13 @@ class Engine:
             start = time.perf_counter()
             new = p.req.prompt[p.done:p.done + self.config.prefill_chunk]
             with torch.inference_mode():
-                ids = torch.tensor([new], device=self.cache.device)
-                logits = self.model(ids, cache=p.cache, logits=Logits.LAST)[:, -1]                  # [1, V]
+                ids = torch.tensor([new], device=self.cache.device)                                 # [1, T]
+                fused = self._fused
+                if fused is not None and len(new) <= FUSED_PREFILL_MAX and fused.can_step_rows(p.cache, len(new)):
+                    pos = torch.arange(p.cache.steps, p.cache.steps + len(new), device=self.cache.device)[None]
+                    logits = fused.prefill(ids, p.cache, pos)                                       # [1, V]
+                else:
+                    logits = self.model(ids, cache=p.cache, logits=Logits.LAST)[:, -1]              # [1, V]
             p.done += len(new)
             p.seconds += time.perf_counter() - start
             if p.done < len(p.req.prompt):

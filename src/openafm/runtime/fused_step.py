@@ -11,8 +11,9 @@ with the eager step on every supported family.
 What it does not run (the eager step does, and `why_not_fused` says which applies): PT-MoE tracks and
 MoE layers, dtypes other than float32, devices other than the CPU, packed layers set to
 PackedKernel.TORCH, and forwards of more than one token per row (prefill, fast-forwarded tokens) except
-`verify` (the few tokens of one sequence that speculative decoding scores in one pass) and `rows` (a few tokens
-of each row of a batch: the engine's speculative step).
+`verify` (the few tokens of one sequence that speculative decoding scores in one pass), `rows` (a few tokens
+of each row of a batch: the engine's speculative step) and `prefill` (a short prompt chunk of one sequence, the
+head run on its last token only: the engine prefills chunks of up to FUSED_PREFILL_MAX tokens this way).
 """
 
 from __future__ import annotations
@@ -218,6 +219,27 @@ class FusedDecoder:
             finally:
                 cache.end(positions)
         return logits.reshape(b, t, -1)
+
+
+    def prefill(self, ids: torch.Tensor, cache, positions: torch.Tensor) -> torch.Tensor:
+        """ids [1, T], positions [1, T]: T prompt tokens of one sequence in one pass (`rows`' pass, with the head run on
+        the last token only) -> logits [1, V]."""
+        if ids.shape[0] != 1:
+            raise ValueError(f"the fused prefill takes one sequence; got {ids.shape[0]} rows")
+        t = ids.shape[1]
+        if not self.can_step_rows(cache, t):
+            raise ValueError(f"the fused prefill cannot run {t} tokens at step {cache.steps}: a sliding-window ring "
+                             f"would wrap within the pass")
+        x = self.model.embed_tokens(ids)[0].float()                                   # [T, D]
+        with self._lock:
+            self._bind(cache)
+            step = cache.steps
+            cache.begin(positions)
+            try:
+                logits = self.native.prefill(x, positions[0], step)                   # [1, V]
+            finally:
+                cache.end(positions)
+        return logits
 
 
 _BUILT: weakref.WeakKeyDictionary[nn.Module, FusedDecoder] = weakref.WeakKeyDictionary()

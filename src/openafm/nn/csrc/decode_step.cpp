@@ -274,28 +274,35 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
 }
 
 torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
-    return run(x_in, positions, t0, 1);
+    return run(x_in, positions, t0, 1, Head::ALL);
 }
 
 // M tokens of one sequence (a cache of one row) at steps t0..t0+M-1, each seeing the ones before it: the
 // target's scoring pass of speculative decoding. Rings must not wrap within the pass (the caller checks).
 torch::Tensor DecodeStep::verify(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
-    return run(x_in, positions, t0, x_in.size(0));
+    return run(x_in, positions, t0, x_in.size(0), Head::ALL);
 }
 
 // T tokens of each of B rows at steps t0..t0+T-1 (rows that feed fewer pad with position -1): the engine's
 // speculative step over a batch. Rings must not wrap within the pass (the caller checks).
 torch::Tensor DecodeStep::rows(torch::Tensor x_in, torch::Tensor positions, int64_t t0, int64_t T) {
     TORCH_CHECK(T >= 1 && x_in.size(0) % T == 0, "rows: x must hold B rows of T tokens each");
-    return run(x_in, positions, t0, T);
+    return run(x_in, positions, t0, T, Head::ALL);
 }
 
-torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64_t t0, int64_t T) {
+// T prompt tokens of one sequence (a cache of one row) at steps t0..t0+T-1: verify's pass, with the head run on
+// the last token only (prefill needs no other logits) -> logits [1, V].
+torch::Tensor DecodeStep::prefill(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
+    return run(x_in, positions, t0, x_in.size(0), Head::LAST);
+}
+
+torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64_t t0, int64_t T, Head head) {
     TORCH_CHECK(x_in.dtype() == torch::kFloat32 && x_in.dim() == 2 && x_in.size(1) == dim_, "x must be float32 [B, D]");
     TORCH_CHECK(!caches_.empty(), "bind_cache before step");
     std::lock_guard<std::mutex> lock(busy_);
     auto x = x_in.contiguous().clone();
-    const int64_t M = x.size(0), H = h_ * dh_, KV = hkv_ * dh_;
+    int64_t M = x.size(0);
+    const int64_t H = h_ * dh_, KV = hkv_ * dh_;
     auto pos = positions.to(torch::kInt64).contiguous();
     const int64_t* qpos = pos.data_ptr<int64_t>();
     float* xp = x.data_ptr<float>();
@@ -329,6 +336,11 @@ torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64
             }
         linear(l.down, hid.data(), M, y.data());
         for (int64_t j = 0; j < M * dim_; ++j) xp[j] += y[j];
+    }
+    if (head == Head::LAST) {                          // each row's last token: rows T-1, 2T-1, ...
+        const int64_t B = M / T;
+        for (int64_t r = 0; r < B; ++r) std::copy_n(xp + (r * T + T - 1) * dim_, dim_, xp + r * dim_);
+        M = B;
     }
     rms_norm(xp, final_norm_, xn.data(), M);
     auto logits = torch::empty({M, head_.w.out}, x.options());

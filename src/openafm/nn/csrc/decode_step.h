@@ -51,11 +51,14 @@ public:
     // x [B*T, D]: T tokens of each of B rows (row-major), positions [B*T], steps step..step+T-1 -> logits [B*T, V];
     // each row's tokens attend to its cache and to its tokens before them (a batched speculative step).
     torch::Tensor rows(torch::Tensor x, torch::Tensor positions, int64_t step, int64_t per_row);
+    // x [T, D] T prompt tokens of ONE sequence at steps step..step+T-1 -> logits [1, V] of the last one only.
+    torch::Tensor prefill(torch::Tensor x, torch::Tensor positions, int64_t step);
     int64_t threads() const { return pool_.size(); }
 
 private:
     void linear(const Linear& l, const float* x, int64_t M, float* y);
-    torch::Tensor run(torch::Tensor x, torch::Tensor positions, int64_t step, int64_t per_row);
+    enum class Head { ALL, LAST };                     // logits for every token, or each row's last token
+    torch::Tensor run(torch::Tensor x, torch::Tensor positions, int64_t step, int64_t per_row, Head head);
     void attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M, int64_t t0,
                 int64_t per_row, float* out);
     void store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, int64_t per_row);
