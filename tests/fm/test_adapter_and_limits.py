@@ -39,8 +39,9 @@ def test_adapter_model_computes_the_adapted_logits_and_the_base_stays_plain(adap
     plain = base.language_model().model(ids)
     torch.testing.assert_close(with_adapter.language_model().model(ids), adapted(ids), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(base.language_model().model(ids), plain, rtol=0, atol=0)
-    assert with_adapter.language_model().model.layers[3].ffn.down.base.weight is \
-        base.language_model().model.layers[3].ffn.down.weight                   # base weights are shared
+    adapted_down, base_down = with_adapter.language_model().model.layers[3].ffn.down.base, \
+        base.language_model().model.layers[3].ffn.down
+    assert adapted_down.blocks is base_down.blocks                              # base weights (native blocks) are shared
     assert "adapter strong.safetensors" in with_adapter.variant.display_name
 
     async def answer():

@@ -142,7 +142,7 @@ class SystemLanguageModel:
         with _LOAD_LOCK:
             base_key = (self.model_name, None)
             if base_key not in _LOADED:
-                lm = LanguageModel.of(load_model(self.model_name))
+                lm = LanguageModel.of(load_model(self.model_name, weights="auto"))    # native blocks, as serve runs
                 if lm.tokenizer is None:
                     raise ValueError(f"model {self.model_name!r} has no tokenizer; a session needs one")
                 _LOADED[base_key] = lm

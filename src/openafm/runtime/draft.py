@@ -114,10 +114,25 @@ def build_draft(target: Decoder, *, n_layers: int = 2, vocab_ids: torch.Tensor |
 
 
 def _copy_module(module: nn.Module) -> nn.Module:
-    """A copy with its own tensors; LoRA adapters (a base + adapter target) folded into the copied weights."""
+    """A copy with its own tensors; LoRA adapters (a base + adapter target) folded into the copied weights, and
+    weights held as GGUF blocks or packed codes (a target loaded native) dequantized into float Linear layers: a
+    draft is trained, and saved in float."""
     out = copy.deepcopy(module)
     merge_lora(out)
+    _dequantized_in_place(out)
     return out
+
+
+def _dequantized_in_place(module: nn.Module) -> None:
+    for name, child in list(module.named_children()):
+        if isinstance(child, nn.Linear) or not hasattr(child, "weight_dequantized"):
+            _dequantized_in_place(child)
+            continue
+        weight = child.weight_dequantized().detach()                          # float32 [out, in]
+        linear = Linear(weight.shape[1], weight.shape[0], bias=False)
+        with torch.no_grad():
+            linear.weight.copy_(weight)
+        setattr(module, name, linear)
 
 
 def _head_rows(target: CausalLM, vocab_ids: torch.Tensor | None) -> torch.Tensor:
