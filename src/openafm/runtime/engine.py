@@ -12,7 +12,8 @@ log-prob count, a CancelToken and an `on_event` callback called from the engine 
 1. admit waiting requests while rows are free: each prompt is prefilled alone into a single-row KVCache (the
    request's own, when it continues one; else one that starts from the longest prefix of a recent prompt, the
    prefix cache: a shared system prompt is prefilled once, later requests prefill only what follows it). One chunk (`prefill_chunk` tokens) of the first
-   joining prompt runs per loop turn, between decode steps, so a long prompt does not stall the running rows;
+   joining prompt runs per loop turn, between decode steps, so a long prompt does not stall the running rows (a
+   remainder of at most FUSED_PREFILL_MAX tokens in one fused pass, longer ones through the module graph);
    after its last chunk it is spliced into the `RowCache` and its first token is chosen;
 2. one decode step over rows [0, n) (the fused C++ step where the model allows it, runs with one position
    per row);
