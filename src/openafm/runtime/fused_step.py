@@ -178,15 +178,18 @@ class FusedDecoder:
     def __call__(self, ids: torch.Tensor, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
         """ids [B, 1], positions [B, 1] -> logits [B, V] (float32); writes the step into `cache`."""
         x = self.model.embed_tokens(ids)[:, 0].float()                              # [B, D]
+        return self._native(cache, positions, lambda step: self.native.step(x, positions[:, 0], step))
+
+    def _native(self, cache: KVCache, positions: torch.Tensor, call) -> torch.Tensor:
+        """call(step) with the native step bound to `cache`, its new positions recorded around the call."""
         with self._lock:
             self._bind(cache)
             step = cache.steps
             cache.begin(positions)
             try:
-                logits = self.native.step(x, positions[:, 0], step)
+                return call(step)
             finally:
                 cache.end(positions)
-        return logits
 
     def _bind(self, cache: KVCache) -> None:
         """Point the native step at `cache`'s storage (once per cache; call with the lock held)."""
@@ -202,44 +205,28 @@ class FusedDecoder:
                 return False
         return True
 
+    def _check_pass(self, cache, t: int, what: str) -> None:
+        if not self.can_step_rows(cache, t):
+            raise ValueError(f"the fused {what} cannot run {t} tokens at step {cache.steps}: a sliding-window ring "
+                             f"would wrap within the pass")
+
     def rows(self, ids: torch.Tensor, cache, positions: torch.Tensor) -> torch.Tensor:
         """ids [B, T], positions [B, T] (-1 on a row's padding): T tokens of each row in one pass, each seeing its
         row's cache and the row's tokens before it (the engine's speculative step) -> logits [B, T, V]."""
         b, t = ids.shape
-        if not self.can_step_rows(cache, t):
-            raise ValueError(f"the fused multi-token step cannot run {t} tokens per row at step {cache.steps}: a "
-                             f"sliding-window ring would wrap within the pass")
+        self._check_pass(cache, t, "multi-token step (per row)")
         x = self.model.embed_tokens(ids).reshape(b * t, -1).float()                   # [B*T, D]
-        with self._lock:
-            self._bind(cache)
-            step = cache.steps
-            cache.begin(positions)
-            try:
-                logits = self.native.rows(x, positions.reshape(-1), step, t)           # [B*T, V]
-            finally:
-                cache.end(positions)
-        return logits.reshape(b, t, -1)
-
+        logits = self._native(cache, positions, lambda step: self.native.rows(x, positions.reshape(-1), step, t))
+        return logits.reshape(b, t, -1)                                                # [B, T, V]
 
     def prefill(self, ids: torch.Tensor, cache, positions: torch.Tensor) -> torch.Tensor:
         """ids [1, T], positions [1, T]: T prompt tokens of one sequence in one pass (`rows`' pass, with the head run on
         the last token only) -> logits [1, V]."""
         if ids.shape[0] != 1:
             raise ValueError(f"the fused prefill takes one sequence; got {ids.shape[0]} rows")
-        t = ids.shape[1]
-        if not self.can_step_rows(cache, t):
-            raise ValueError(f"the fused prefill cannot run {t} tokens at step {cache.steps}: a sliding-window ring "
-                             f"would wrap within the pass")
+        self._check_pass(cache, ids.shape[1], "prefill")
         x = self.model.embed_tokens(ids)[0].float()                                   # [T, D]
-        with self._lock:
-            self._bind(cache)
-            step = cache.steps
-            cache.begin(positions)
-            try:
-                logits = self.native.prefill(x, positions[0], step)                   # [1, V]
-            finally:
-                cache.end(positions)
-        return logits
+        return self._native(cache, positions, lambda step: self.native.prefill(x, positions[0], step))
 
 
 _BUILT: weakref.WeakKeyDictionary[nn.Module, FusedDecoder] = weakref.WeakKeyDictionary()
