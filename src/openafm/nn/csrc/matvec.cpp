@@ -135,51 +135,47 @@ void block_sums(const float* x, int64_t M, int64_t n, std::vector<float>& xs) {
 
 // Block formats times float32 activations: per block, d * sum(q * x) (+ m * sum x, or - 8 d sum x), every
 // product in float32 (no activation rounding; the sum order differs from dequantize-then-matmul).
-// One weight row times FM activation rows (x, xs and y already at the tile's first row): each block's weights
-// are widened to float once and applied to every row, the FM accumulators held in registers. Per (o, m) the
-// operations and their order do not depend on FM, so a row's result is bit-identical in a batch and alone.
-template <Format F, int FM>
-static inline void block_tile_f32(const uint8_t* wr, int64_t n, const float* x, const float* xs, float* y,
-                                  int64_t ystride) {
-    constexpr int64_t bb = F == Format::Q8_0 ? 34 : F == Format::Q4_0 ? 18 : 20;
-    const int64_t nb = n / G;
-    __m256 acc[FM];
-    float extra[FM];                  // Q4_0: -8 d sum(x); Q4_1: m sum(x)
-    for (int r = 0; r < FM; ++r) { acc[r] = _mm256_setzero_ps(); extra[r] = 0.f; }
-    for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = wr + b * bb;
-        const float dw = half(blk);
-        __m256 wv[4];
-        float mw = 0.f;
-        if constexpr (F == Format::Q8_0) {
-            const __m128i lo = load128(blk + 2), hi = load128(blk + 18);
-            wv[0] = bytes_s8(lo); wv[1] = bytes_s8(_mm_srli_si128(lo, 8));
-            wv[2] = bytes_s8(hi); wv[3] = bytes_s8(_mm_srli_si128(hi, 8));
-        } else {
-            const __m128i v = load128(blk + (F == Format::Q4_1 ? 4 : 2));
-            const __m128i mask = _mm_set1_epi8(0x0F);
-            const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
-            wv[0] = bytes_u8(lo); wv[1] = bytes_u8(_mm_srli_si128(lo, 8));
-            wv[2] = bytes_u8(hi); wv[3] = bytes_u8(_mm_srli_si128(hi, 8));
-            if constexpr (F == Format::Q4_1) mw = half(blk + 2);
-        }
-        const __m256 dv = _mm256_set1_ps(dw);
-        for (int r = 0; r < FM; ++r) {
-            const __m256 part = dot_f32(wv, x + r * n + b * G, 4);
-            if constexpr (F == Format::Q4_0) extra[r] -= 8.f * dw * xs[r * nb + b];
-            else if constexpr (F == Format::Q4_1) extra[r] += mw * xs[r * nb + b];
-            acc[r] = _mm256_fmadd_ps(part, dv, acc[r]);
-        }
-    }
-    for (int r = 0; r < FM; ++r) y[r * ystride] = hsum(acc[r]) + extra[r];
-}
-
+// Rows m0 .. m0 + FM - 1: each block's weights are widened to float once and applied to every row of the tile,
+// the FM accumulators held in registers. Per (o, m) the operations and their order do not depend on FM, so a
+// row's result is bit-identical in a batch and alone.
 template <Format F, int FM>
 static void block_rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t m0,
                            int64_t o0, int64_t o1) {
-    const int64_t n = w.in, nb = n / G;
-    for (int64_t o = o0; o < o1; ++o)
-        block_tile_f32<F, FM>(w.data + o * w.row_bytes, n, x + m0 * n, xs.data() + m0 * nb, y + m0 * w.out + o, w.out);
+    const int64_t n = w.in, nb = n / G, bb = block_shape(F).bytes;
+    const float* xt = x + m0 * n;                 // [FM, n]
+    const float* st = xs.data() + m0 * nb;        // [FM, nb]
+    for (int64_t o = o0; o < o1; ++o) {
+        const uint8_t* wr = w.data + o * w.row_bytes;
+        __m256 acc[FM];
+        float extra[FM];                          // Q4_0: -8 d sum(x); Q4_1: m sum(x)
+        for (int r = 0; r < FM; ++r) { acc[r] = _mm256_setzero_ps(); extra[r] = 0.f; }
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* blk = wr + b * bb;
+            const float dw = half(blk);
+            __m256 wv[4];
+            float mw = 0.f;
+            if constexpr (F == Format::Q8_0) {
+                const __m128i lo = load128(blk + 2), hi = load128(blk + 18);
+                wv[0] = bytes_s8(lo); wv[1] = bytes_s8(_mm_srli_si128(lo, 8));
+                wv[2] = bytes_s8(hi); wv[3] = bytes_s8(_mm_srli_si128(hi, 8));
+            } else {
+                const __m128i v = load128(blk + (F == Format::Q4_1 ? 4 : 2));
+                const __m128i mask = _mm_set1_epi8(0x0F);
+                const __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+                wv[0] = bytes_u8(lo); wv[1] = bytes_u8(_mm_srli_si128(lo, 8));
+                wv[2] = bytes_u8(hi); wv[3] = bytes_u8(_mm_srli_si128(hi, 8));
+                if constexpr (F == Format::Q4_1) mw = half(blk + 2);
+            }
+            const __m256 dv = _mm256_set1_ps(dw);
+            for (int r = 0; r < FM; ++r) {
+                const __m256 part = dot_f32(wv, xt + r * n + b * G, 4);
+                if constexpr (F == Format::Q4_0) extra[r] -= 8.f * dw * st[r * nb + b];
+                else if constexpr (F == Format::Q4_1) extra[r] += mw * st[r * nb + b];
+                acc[r] = _mm256_fmadd_ps(part, dv, acc[r]);
+            }
+        }
+        for (int r = 0; r < FM; ++r) y[(m0 + r) * w.out + o] = hsum(acc[r]) + extra[r];
+    }
 }
 
 static void f32_rows(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1) {
