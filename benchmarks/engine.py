@@ -12,7 +12,9 @@
    compared token for token.
 2. Sessions: `--sessions` fm sessions each answer one question, all at once (their requests share the model's
    engine batch) vs one after another, greedy, `--rounds` interleaved rounds; throughput = answer tokens / wall
-   seconds (target >= 2.5x), and every concurrent answer must equal its sequential one.
+   seconds (target >= 2.5x), and every concurrent answer must equal its sequential one. The engine's prefix
+   cache is emptied before each round, so a round's sessions share only what their prompts share (the chat
+   template's system prompt), never a whole prompt remembered from an earlier round.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def sessions_round(model: fm.SystemLanguageModel, questions: list[str], new: int
         if together:
             return list(await asyncio.gather(*(one(q) for q in questions)))
         return [await one(q) for q in questions]
+    model.engine().prefixes.clear()
     start = time.perf_counter()
     answers = asyncio.run(run())
     wall = time.perf_counter() - start

@@ -1,5 +1,5 @@
-"""Sessions of one model decode on one shared engine: requests that respond at the same time share its batch, and
-each answer is the one the session gives alone."""
+"""Sessions of one model decode on one shared engine: requests that respond at the same time share its batch, fresh
+sessions with the same instructions prefill them once, and each answer is the one the session gives alone."""
 
 import asyncio
 
@@ -49,3 +49,30 @@ def test_a_session_continues_its_cache_through_the_shared_engine():
     cached = session._conversation.cached
     asyncio.run(session.respond("And another one?", options=GREEDY))
     assert session._conversation.last_turn.cached_tokens == cached > 0      # only the new turn was prefilled
+
+
+def test_fresh_sessions_with_the_same_instructions_prefill_them_once():
+    model = fm.SystemLanguageModel(max_concurrent_requests=len(QUESTIONS))
+    instructions = "You are a museum guide. Answer visitors in one short sentence, politely."
+    prefixes = model.engine().prefixes
+
+    async def ask(q):
+        session = fm.LanguageModelSession(model=model, instructions=instructions)
+        return await session.respond(q, options=GREEDY), session._conversation
+
+    async def together():
+        return list(await asyncio.gather(*(ask(q) for q in QUESTIONS)))
+    prefixes.clear()
+    shared = asyncio.run(together())
+    unshared = []
+    for q in QUESTIONS:                                          # each from nothing
+        prefixes.clear()
+        unshared.append(asyncio.run(ask(q))[0])
+    assert [a for a, _ in shared] == unshared
+    turns = [c.last_turn for _, c in shared]
+    cached = sorted(t.cached_tokens for t in turns)             # the first prefilled all; the others its start
+    instruction_tokens = len(model.language_model().tokenizer.encode(instructions))
+    assert cached[0] == 0 and cached[1] > instruction_tokens              # the instructions and the template
+    assert all(t.prefilled_tokens + t.cached_tokens + t.generated_tokens == len(c.tokens)
+               for t, (_, c) in zip(turns, shared, strict=True))
+    assert all(c.total_prefilled == t.prefilled_tokens for t, (_, c) in zip(turns, shared, strict=True))

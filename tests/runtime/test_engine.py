@@ -78,6 +78,18 @@ def test_a_shared_prefix_is_prefilled_once_and_changes_nothing(lm):
     assert [o.tokens for o in outs] == [alone(lm, p, 10) for p in prompts]
 
 
+def test_prompts_admitted_together_share_the_prefix_the_first_one_prefilled(lm):
+    tok = lm.tokenizer
+    prompts = [tok.encode(lm.chat_prompt(q, system="You are a terse assistant who answers in one line.")) for q in
+               QUESTIONS[:3]]
+    engine = Engine(lm.model, tok, EngineConfig(max_batch=4, min_prefix=8))
+    outs = [Collector() for _ in prompts]
+    engine.run([RowRequest(p, 10, o) for p, o in zip(prompts, outs, strict=True)])    # all admitted at once
+    shared = next(i for i in range(len(prompts[0])) if prompts[0][i] != prompts[1][i])
+    assert [o.events[0].cached_tokens for o in outs] == [0, shared, shared]
+    assert [o.tokens for o in outs] == [alone(lm, p, 10) for p in prompts]
+
+
 def test_grammar_rows_in_a_batch_are_valid_and_equal_alone(lm):
     tok = lm.tokenizer
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},

@@ -49,6 +49,7 @@ _LOAD_LOCK = threading.Lock()
 _DRAFTS: dict[tuple, object] = {}        # (model key, draft key) -> runtime DraftModel
 _ENGINES: dict[tuple, Engine] = {}       # (model key, draft key or None) -> the started engine sessions share
 ENGINE_ROWS = 16                         # rows the shared engine decodes together (more requests wait for a row)
+PREFIX_PROMPTS = 64                      # first-turn prompts whose K/V the shared engine keeps for sessions to share
 _RUNNING: dict[tuple, int] = {}          # same keys -> requests generating now
 _RUN_LOCK = threading.Lock()
 
@@ -170,7 +171,9 @@ class SystemLanguageModel:
             key = (self._key, self.draft.key if self.draft is not None else None)
             if key not in _ENGINES:
                 config = EngineConfig(max_batch=ENGINE_ROWS, max_queue=1024, max_context=lm.model.kv_plan.max_seq_len,
-                                      prefix_cache=0,         # a session's turns continue its own cache
+                                      # a session's later turns continue its own cache; a first turn starts
+                                      # from the K/V of instructions another session already prefilled
+                                      prefix_cache=PREFIX_PROMPTS,
                                       draft_gamma=self.draft.gamma if self.draft is not None else 4)
                 _ENGINES[key] = Engine(lm.model, lm.tokenizer, config, draft=draft).start()
             return _ENGINES[key]

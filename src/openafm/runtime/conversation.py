@@ -166,6 +166,8 @@ class Conversation:
         except BaseException:
             self.cache = None           # it may hold part of a failed turn: rebuild from tokens next time
             raise
+        counters.prefilled_tokens -= out.cached_tokens     # a first turn may start from a shared prefix's K/V
+        counters.cached_tokens += out.cached_tokens
         _fill(stats, out, self.engine)
         self.last_stats = stats
         if out.finish == CANCELLED and out.exception is None:

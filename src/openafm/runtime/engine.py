@@ -10,8 +10,10 @@ Each request is a `RowRequest` (prompt ids, its own sampling parameters, stop st
 log-prob count, a CancelToken and an `on_event` callback called from the engine thread). A loop turn:
 
 1. admit waiting requests while rows are free: each prompt is prefilled alone into a single-row KVCache (the
-   request's own, when it continues one; else one that starts from the longest prefix of a recent prompt, the
-   prefix cache: a shared system prompt is prefilled once, later requests prefill only what follows it). One chunk (`prefill_chunk` tokens) of the first
+   request's own, when it continues a sequence; else one that starts from the longest prefix of a recent prompt,
+   the prefix cache: a shared system prompt or instructions are prefilled once, later requests prefill only what
+   follows. The prefix cache is asked when a prompt's prefill begins, not when it is admitted, so requests that
+   arrive together still share what the first of them prefilled). One chunk (`prefill_chunk` tokens) of the first
    joining prompt runs per loop turn, between decode steps, so a long prompt does not stall the running rows (a
    remainder of at most FUSED_PREFILL_MAX tokens in one fused pass, longer ones through the module graph);
    after its last chunk it is spliced into the `RowCache` and its first token is chosen;
@@ -260,16 +262,14 @@ class Engine:
         if req.cancel.cancelled:
             self._end_alone(req, CANCELLED)
             return
-        try:
-            if req.cache is not None:          # continuing a sequence: its cache, grown to hold the prompt
-                need = req.cache.steps + len(req.prompt)
-                cache, cached = req.cache.grown(max(need, req.cache.capacity)), 0
-            else:
-                cache, cached = self.prefixes.start(req.prompt)
-        except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
-            self._end_alone(req, ERROR, e)
-            return
-        self.joining.append(Prefill(req, cache, cached, done=cached))
+        cache = None                           # a fresh sequence: the prefix cache is asked at its first chunk
+        if req.cache is not None and req.cache.steps:
+            try:                               # continuing a sequence: its cache, grown to hold the prompt
+                cache = req.cache.grown(max(req.cache.steps + len(req.prompt), req.cache.capacity))
+            except Exception as e:                 # noqa: BLE001 - one bad request must not stop the engine
+                self._end_alone(req, ERROR, e)
+                return
+        self.joining.append(Prefill(req, cache, 0, done=0))
 
     def _prefill_chunk(self) -> None:
         """One chunk of the first joining prompt (so a long prompt does not stall the running rows); a prompt
@@ -277,6 +277,9 @@ class Engine:
         p = self.joining[0]
         try:
             start = time.perf_counter()
+            if p.cache is None:        # asked now, not at admission: prompts admitted together share a prefix too
+                p.cache, p.cached = self.prefixes.start(p.req.prompt)
+                p.done = p.cached
             new = p.req.prompt[p.done:p.done + self.config.prefill_chunk]
             with torch.inference_mode():
                 ids = torch.tensor([new], device=self.cache.device)                                 # [1, T]
@@ -291,7 +294,7 @@ class Engine:
             if p.done < len(p.req.prompt):
                 return
             self.joining.popleft()
-            if p.req.cache is None:
+            if p.req.cache is None or not p.req.cache.steps:         # it began from nothing: worth remembering
                 self.prefixes.remember(p.req.prompt, p.cache)
         except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
             self.joining.popleft()

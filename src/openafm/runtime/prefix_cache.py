@@ -57,6 +57,10 @@ class PrefixCache:
         while len(self._entries) > self.size or (self.max_bytes is not None and self.nbytes() > self.max_bytes):
             self._entries.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every remembered prompt."""
+        self._entries.clear()
+
     def nbytes(self) -> int:
         """K/V bytes the remembered prompts hold."""
         return sum(entry.nbytes() for entry in self._entries.values())

@@ -117,7 +117,7 @@ class Row:
 class Prefill:
     """A request joining: its prompt goes into its own single-row cache one chunk per loop turn."""
     req: RowRequest
-    cache: KVCache
+    cache: KVCache | None           # None until its first chunk, where a fresh sequence asks the prefix cache
     cached: int                     # prompt tokens the prefix cache supplied
     done: int                       # prompt tokens in the cache so far
     seconds: float = 0.0            # spent prefilling (the chunks only)
