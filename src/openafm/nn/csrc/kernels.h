@@ -80,8 +80,9 @@ void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<
 void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
                  int64_t M, int64_t o0, int64_t o1);
 
-// The same, per family (matvec_rows dispatches to them). Each runs the rows in register tiles of up to four
-// (simd.h's in_tiles: a weight block is widened or unpacked once per tile), with per (o, m) the same operations
+// The same, per family (matvec_rows dispatches to them). Each runs the rows in register tiles of up to four, or
+// eight for the float32-activation Q8_0 / Q4_0 / Q4_1 kernel, whose per-row state is one accumulator (simd.h's
+// in_tiles: a weight block is widened or unpacked once per tile), with per (o, m) the same operations
 // in the same order whatever M is, so a row's result is bit-identical in a batch and alone. F16 / BF16 always
 // take the activations in float32 (no int8 path).
 void kquant_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,

@@ -136,7 +136,7 @@ void block_sums(const float* x, int64_t M, int64_t n, std::vector<float>& xs) {
 // Block formats times float32 activations: per block, d * sum(q * x) (+ m * sum x, or - 8 d sum x), every
 // product in float32 (no activation rounding; the sum order differs from dequantize-then-matmul).
 // Rows m0 .. m0 + FM - 1: each block's weights are widened to float once and applied to every row of the tile,
-// the FM accumulators held in registers. Per (o, m) the operations and their order do not depend on FM, so a
+// the FM (up to 8) accumulators held in registers. Per (o, m) the operations and their order do not depend on FM, so a
 // row's result is bit-identical in a batch and alone.
 template <Format F, int FM>
 static void block_rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, float* y, int64_t m0,
@@ -238,7 +238,7 @@ static void block_dispatch(const Weight& w, const float* x, const QActs& qa, con
             block_rows<F, decltype(fm)::value>(w, qa, y, m0, a, b);
         });
     else
-        in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
+        in_tiles<8>(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
             block_rows_f32<F, decltype(fm)::value>(w, x, xs, y, m0, a, b);
         });
 }

@@ -11,21 +11,26 @@
 namespace openafm {
 
 // Runs kernel(fm, m0, a, b) over M activation rows and output rows [o0, o1), fm a std::integral_constant (FM):
-// per 32 output rows, the activation rows m0 .. m0 + FM - 1 in register tiles of four, then the one to three
-// left over, so a weight row is read from L1 by every tile after the first. A kernel's per (o, m) operations
-// must not depend on FM: a row's result is then bit-identical in a batch and alone.
-template <class Kernel>
+// per 32 output rows, the activation rows m0 .. m0 + FM - 1 in register tiles of TILE (4, or 8 for a kernel
+// whose per-row state is one accumulator), then one tile of what is left over, so a weight block is unpacked
+// once per tile and a weight row is read from L1 by every tile after the first. A kernel's per (o, m)
+// operations must not depend on FM: a row's result is then bit-identical in a batch and alone.
+template <int FM, class Kernel>
+inline void tile_of(int64_t rest, int64_t m0, int64_t a, int64_t b, Kernel& kernel) {
+    if constexpr (FM > 0) {
+        if (rest == FM) return kernel(std::integral_constant<int, FM>(), m0, a, b);
+        tile_of<FM - 1>(rest, m0, a, b, kernel);
+    }
+}
+
+template <int TILE = 4, class Kernel>
 inline void in_tiles(int64_t M, int64_t o0, int64_t o1, Kernel&& kernel) {
+    static_assert(TILE == 4 || TILE == 8, "tiles of 4 or 8 rows");
     for (int64_t a = o0; a < o1; a += 32) {
         const int64_t b = std::min(o1, a + 32);
         int64_t m0 = 0;
-        for (; m0 + 4 <= M; m0 += 4) kernel(std::integral_constant<int, 4>(), m0, a, b);
-        switch (M - m0) {
-            case 3: kernel(std::integral_constant<int, 3>(), m0, a, b); break;
-            case 2: kernel(std::integral_constant<int, 2>(), m0, a, b); break;
-            case 1: kernel(std::integral_constant<int, 1>(), m0, a, b); break;
-            default: break;
-        }
+        for (; m0 + TILE <= M; m0 += TILE) kernel(std::integral_constant<int, TILE>(), m0, a, b);
+        tile_of<TILE - 1>(M - m0, m0, a, b, kernel);
     }
 }
 
