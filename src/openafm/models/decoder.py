@@ -64,7 +64,11 @@ class CausalLM(nn.Module):
 
     def __init__(self, config: DecoderConfig, device=None):
         super().__init__()
-        self.embed = nn.Embedding(config.vocab_size, config.dim, device=device)
+        # On the meta device (a checkpoint's weights are assigned next) there is nothing to initialize, and
+        # Embedding's normal_ there imports torch._dynamo: 1.6 s of every load.
+        meta = torch.device(device).type == "meta" if device is not None else False
+        self.embed = nn.Embedding(config.vocab_size, config.dim, device=device,
+                                  _weight=torch.empty(config.vocab_size, config.dim, device=device) if meta else None)
         self.norm = RMSNorm(config.dim, config.norm_eps, device=device)
         self.lm_head = (None if config.tie_embeddings
                         else Linear(config.dim, config.vocab_size, bias=False, device=device))
