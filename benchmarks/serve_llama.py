@@ -14,6 +14,11 @@ over the wall time of the burst, TTFT and ITL are measured at the client; median
 In process: the same prompts (chat-templated) through `generate` in this process, one at a time: output tokens /
 seconds from the call to the last token, the c = 1 server figure's counterpart (`serve_c1_over_inprocess`), with
 its time to first token (`serve_ttft_over_inprocess`).
+
+    python benchmarks/serve_llama.py --json --weights native-int8    # writes docs/results/serve_llama_int8.json
+
+`--weights native-int8` runs openafm (server and in-process alike) with its activations rounded to int8 per block of
+32, as llama.cpp's kernels compute; the default `native` keeps them float32.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from openafm.checkpoint.packaged import default_gguf_path  # noqa: E402
 from openafm.runtime.generate import GenerationStats  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "serve_llama.json"
+WEIGHTS = ("native", "native-int8")
 LEVELS = (1, 4, 16)
 
 
@@ -90,9 +96,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--weights", choices=WEIGHTS, default="native",
+                   help="how openafm holds the GGUF's blocks: native (float32 activations) or native-int8 (activations "
+                        "rounded to int8, as llama.cpp does); the latter writes serve_llama_int8.json")
     args = p.parse_args()
     gguf, t0, load_avg = default_gguf_path(), time.perf_counter(), os.getloadavg()[0]
-    ours = Server(8741, "--model", MODEL, "--max-batch", "16", "--threads", str(args.threads))
+    ours = Server(8741, "--model", MODEL, "--max-batch", "16", "--threads", str(args.threads), "--weights", args.weights)
     theirs = LlamaServer(8742, gguf, args.threads)
     servers = {"openafm": ours.url, "llama_server": theirs.url}
     runs: dict[str, dict[int, list[dict]]] = {name: {c: [] for c in LEVELS} for name in servers}
@@ -107,7 +116,7 @@ def main() -> None:
     finally:
         ours.stop()
         theirs.stop()
-    lm = openafm.load(MODEL)
+    lm = openafm.load(MODEL, weights=args.weights)
     inproc = in_process(lm, args.max_tokens, args.rounds)
     figures = {name: {f"c{c}": level_figures(runs[name][c]) for c in LEVELS} for name in servers}
     ratio = {f"c{c}_over_llama_server": round(figures["openafm"][f"c{c}"]["tokens_per_s"]
@@ -122,11 +131,13 @@ def main() -> None:
               "openafm": figures["openafm"], "llama_server": figures["llama_server"], "in_process": inproc,
               "mean_output_tokens_c1": round(mean_tokens, 1), "model": MODEL, "gguf": gguf.name,
               "max_tokens": args.max_tokens, "rounds": args.rounds, "threads": args.threads,
-              "load_at_start": round(load_avg, 2), "seconds": round(time.perf_counter() - t0),
-              "command": "python benchmarks/serve_llama.py --json"}
+              "weights": args.weights, "load_at_start": round(load_avg, 2), "seconds": round(time.perf_counter() - t0),
+              "command": "python benchmarks/serve_llama.py --json" + ("" if args.weights == "native"
+                                                                       else f" --weights {args.weights}")}
     emit(result, args.json)
     if args.json:
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        (RESULTS if args.weights == "native" else RESULTS.with_name("serve_llama_int8.json")).write_text(
+            json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
