@@ -2,12 +2,25 @@ import pytest
 import torch
 
 from openafm.errors import SamplingOptionError
-from openafm.runtime.sampling import Sampler, SamplingParams, _nucleus
+from openafm.runtime.sampling import Sampler, SamplingParams, _nucleus, greedy
 
 
 def test_greedy_is_argmax():
     logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
     assert torch.equal(Sampler(SamplingParams())(logits), logits.argmax(-1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_picks_what_torch_argmax_picks_ties_and_nan_included(dtype):
+    x = torch.randn(5, 49152, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x[1, 5] = x[1, 9] = 1e4                        # a tie: the first wins
+    x[2, 7] = float("nan")                         # NaN counts as the largest
+    x[3] = 0.0                                     # all equal
+    with torch.inference_mode():
+        got = greedy(x)
+    assert got.dtype == torch.int64 and got.tolist() == x.argmax(dim=-1).tolist()
+    assert got.tolist()[1:4] == [5, 7, 0]
+    assert greedy(x[:, ::2]).tolist() == x[:, ::2].argmax(dim=-1).tolist()       # a strided view
 
 
 def test_seeded_sampling_is_reproducible_and_seed_dependent():
