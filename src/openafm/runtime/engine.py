@@ -263,7 +263,7 @@ class Engine:
             self._end_alone(req, CANCELLED)
             return
         cache = None                           # a fresh sequence: the prefix cache is asked at its first chunk
-        if req.cache is not None and req.cache.steps:
+        if req.continues:
             try:                               # continuing a sequence: its cache, grown to hold the prompt
                 cache = req.cache.grown(max(req.cache.steps + len(req.prompt), req.cache.capacity))
             except Exception as e:                 # noqa: BLE001 - one bad request must not stop the engine
@@ -294,7 +294,7 @@ class Engine:
             if p.done < len(p.req.prompt):
                 return
             self.joining.popleft()
-            if p.req.cache is None or not p.req.cache.steps:         # it began from nothing: worth remembering
+            if not p.req.continues:                                  # it began from nothing: worth remembering
                 self.prefixes.remember(p.req.prompt, p.cache)
         except Exception as e:                     # noqa: BLE001 - one bad request must not stop the engine
             self.joining.popleft()

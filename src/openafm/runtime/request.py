@@ -85,6 +85,11 @@ class RowRequest:
                                               # own distribution: no constraint, no temperature) the first event gives
     submitted: float = dataclasses.field(default_factory=time.perf_counter)
 
+    @property
+    def continues(self) -> bool:
+        """Whether it continues a sequence (a cache holding tokens); a fresh one may start from the prefix cache."""
+        return self.cache is not None and self.cache.steps > 0
+
 
 @dataclasses.dataclass
 class Completion:
