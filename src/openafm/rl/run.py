@@ -15,7 +15,6 @@ steps (and at 0 and the end) heldout/<set>: the greedy mean reward on the set's 
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import time
@@ -37,9 +36,10 @@ from openafm.rl.set_rewards import build_reward
 from openafm.splits import Split
 from openafm.train import checkpoint as ckpt
 from openafm.train import rng
-from openafm.train.config import Precision, incompatible_keys
+from openafm.train.config import incompatible_keys
 from openafm.train.metrics import MetricsLog
 from openafm.train.optimizer import build_optimizer, clip_gradients
+from openafm.train.precision import autocast
 
 METRICS_FILE, SUMMARY_FILE, POLICY_DIR = "metrics.jsonl", "rl.json", "policy"
 
@@ -115,9 +115,7 @@ class RLRun:
     # --- one step ------------------------------------------------------------------------------------------
 
     def autocast(self):
-        if self.config.precision is Precision.BF16_AUTOCAST:
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast(self.config.precision, self.device)
 
     def train_step(self) -> dict:
         c, start = self.config, time.perf_counter()

@@ -14,6 +14,8 @@
     init.py            weight initialisation for training from scratch (scaled-normal, keep, auto)
     optimizer.py       AdamW with decay / no-decay parameter groups, gradient clipping
     schedule.py        learning-rate schedules (warmup + cosine, warmup-stable-decay, constant)
+    precision.py       the bfloat16 autocast every training step runs under (warns once where the CPU lacks
+                       native bfloat16)
     flops.py           FLOPs per token, MFU, the machine's measured peak FLOP/s
     metrics.py         the metrics JSONL (append + flush, truncated on resume)
     rng.py             capture / restore the torch, numpy and Python RNG states

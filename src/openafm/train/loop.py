@@ -39,7 +39,6 @@ from openafm.train.config import (
     DataKind,
     ObjectiveKind,
     ParallelKind,
-    Precision,
     TrainConfig,
     dump_yaml,
 )
@@ -49,6 +48,7 @@ from openafm.train.kd import KDKind, KDObjective
 from openafm.train.metrics import MetricsLog
 from openafm.train.objective import LMObjective, Objective
 from openafm.train.optimizer import build_optimizer, clip_gradients
+from openafm.train.precision import autocast
 from openafm.train.schedule import Schedule
 from openafm.train.synthetic import SyntheticLoader
 
@@ -193,7 +193,7 @@ class Trainer:
         sums: dict[str, float] = {}
         for i, (batch, w) in enumerate(zip(micro, weights)):
             sync = i == len(micro) - 1
-            with self._no_sync(sync), self._autocast():
+            with self._no_sync(sync), autocast(self.config.precision, self.device):
                 loss, metrics = self.objective(self.model, batch)
             scale = (w / total if total else 0.0) * self.world
             (loss * scale).backward()
@@ -232,11 +232,6 @@ class Trainer:
             return self.model.no_sync()
         if self.config.parallel is ParallelKind.FSDP2:
             self.model.set_requires_gradient_sync(sync)
-        return contextlib.nullcontext()
-
-    def _autocast(self):
-        if self.config.precision is Precision.BF16_AUTOCAST:
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     # --- checkpoints -----------------------------------------------------------------------------

@@ -19,7 +19,6 @@ responses (rl/preference/model.py). A resumed run repeats the same steps: the or
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ from openafm.rl.preference.model import (
     pair_loss,
 )
 from openafm.train.config import Precision
+from openafm.train.precision import autocast
 
 FIT_FILE = "fit.pt"
 BUCKET = 8                 # responses per forward of the trained layers, grouped by length
@@ -108,12 +108,6 @@ class RewardData:
                    torch.tensor([LEVELS.index(p.level) for p in pairs]), tags, list(prompts), torch.tensor(prompt_of))
 
 
-def _autocast(precision: Precision):
-    if precision is Precision.BF16_AUTOCAST:
-        return torch.autocast("cpu", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 @torch.no_grad()
 def prefix_features(model: RewardModel, tokenizer, texts: Sequence[tuple[str, str]], split: int, *,
                     precision: Precision = Precision.BF16_AUTOCAST, batch_size: int = 16,
@@ -129,7 +123,7 @@ def prefix_features(model: RewardModel, tokenizer, texts: Sequence[tuple[str, st
     for start in tqdm(range(0, len(order), batch_size), desc="frozen layers", unit="batch", disable=not progress):
         chunk = order[start:start + batch_size]
         ids, lengths = collate([rows[i] for i in chunk], tokenizer.pad_token_id or 0)
-        with _autocast(precision):
+        with autocast(precision):
             x, ctx = trunk.begin(ids, None, None)                          # [B, T, D]
             for layer in trunk.layers[:split]:
                 x = layer(x, ctx)
@@ -158,7 +152,7 @@ def advance_features(model: RewardModel, hidden: Sequence[torch.Tensor], start: 
         chunk = [hidden[i] for i in order[s:s + batch_size]]
         t = max(h.shape[0] for h in chunk)
         x = torch.stack([torch.nn.functional.pad(h.float(), (0, 0, 0, t - h.shape[0])) for h in chunk])   # [B, T, D]
-        with _autocast(precision):
+        with autocast(precision):
             _, ctx = trunk.begin(torch.zeros(x.shape[:2], dtype=torch.long), None, None)
             for layer in trunk.layers[start:stop]:
                 x = layer(x, ctx)
@@ -287,7 +281,7 @@ def _step(model, split, features, data: RewardData, batch: list[int], config: Fi
     pairs = torch.tensor(batch)
     responses = torch.unique(torch.cat([data.chosen[pairs], data.rejected[pairs]]))        # sorted
     where = {int(r): i for i, r in enumerate(responses)}
-    with _autocast(config.precision):
+    with autocast(config.precision):
         scores, grade_logits = bucketed_forward(model, split, [features[int(r)] for r in responses])
     scores = scores.float()
     chosen = scores[torch.tensor([where[int(i)] for i in data.chosen[pairs]])]
@@ -313,7 +307,7 @@ def score_features(model: RewardModel, split: int, features: Sequence[torch.Tens
                    precision: Precision = Precision.BF16_AUTOCAST, batch_size: int = 32) -> torch.Tensor:
     """The score of every cached response -> [N]."""
     model.eval()
-    with _autocast(Precision(precision)):
+    with autocast(Precision(precision)):
         scores, _ = bucketed_forward(model, split, features, bucket=batch_size)
     return scores.float()
 
