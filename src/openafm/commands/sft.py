@@ -92,8 +92,9 @@ def register(sub) -> None:
                    help=f"peak AdamW learning rate (default {DEFAULT_LR[Method.LORA]} lora, {DEFAULT_LR[Method.FULL]} full)")
     p.add_argument("--warmup", type=int, default=20, help="linear warm-up steps, then cosine decay (default 20)")
     p.add_argument("--precision", default=Precision.BF16_AUTOCAST.value, choices=[k.value for k in Precision],
-                   help="matmuls under bf16 autocast (default; about 3x faster on a CPU with bf16 support) or "
-                        "float32")
+                   help="matmuls under bf16 autocast (default; about 3x faster than float32 on a CPU with native "
+                        "bfloat16, AVX512-BF16 or AMX, but far slower without it: ~80x per matmul on an AVX2 CPU, "
+                        "and the run warns) or float32")
     p.add_argument("--too-long", default=None, choices=[k.value for k in TooLong],
                    help="an example longer than --seq-len: skip it or raise (default: skip for guided and bfcl "
                         "data, which are built, not given; error for a file)")
