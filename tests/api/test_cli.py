@@ -1,6 +1,7 @@
 import pytest
 
 from openafm.cli import main
+from openafm.commands.demo import Person, snapshot_fields
 
 
 def test_models_lists_every_preset_with_its_size(capsys):
@@ -84,3 +85,9 @@ def test_respond_with_a_schema_file_prints_valid_json(tmp_path, capsys):
     (tmp_path / "bad.json").write_text(json.dumps({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}))
     assert main(["respond", "--schema", str(tmp_path / "bad.json"), "hi"]) == 2
     assert "uniqueItems" in capsys.readouterr().err
+
+
+def test_the_demo_shows_a_streamed_snapshot_by_its_fields_alone():
+    partial = Person.PartiallyGenerated(name="A Winter", age=None, hobbies=None)
+    assert snapshot_fields(partial) == {"name": "A Winter", "age": None, "hobbies": None}     # no generation id
+    assert repr(Person(name="Ann", age=30, hobbies=[])).startswith("Person(")              # not <locals>.Person

@@ -4,6 +4,7 @@ generations with their timings, then the Foundation Models API on the same model
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import openafm.fm as fm
 from openafm.api import DEFAULT_MODEL
@@ -73,24 +74,34 @@ class DemoWeather(fm.Tool):
         return f"Sunny and 21 C in {city}"
 
 
+@fm.generable("A fictional person")
+class Person:
+    name: str = fm.guide("Full name")
+    age: int = fm.guide("Age in years", range=(18, 99))
+    hobbies: list[str] = fm.guide("Hobbies", max_items=3)
+
+
+def snapshot_fields(snapshot) -> dict:
+    """A streamed Person.PartiallyGenerated's fields, without its generation id."""
+    return {f.name: getattr(snapshot, f.name) for f in dataclasses.fields(snapshot) if f.name != "id"}
+
+
 def _demo_framework(model_name: str) -> None:
     """The Foundation Models API on the same model: a typed object, a streamed partial object, a tool call."""
-
-    @fm.generable("A fictional person")
-    class Person:
-        name: str = fm.guide("Full name")
-        age: int = fm.guide("Age in years", range=(18, 99))
-        hobbies: list[str] = fm.guide("Hobbies", max_items=3)
 
     async def go():
         model = fm.SystemLanguageModel(model=model_name)
         print("\n== Guided generation: a @generable object (constrained decoding)")
         person = await fm.LanguageModelSession(model=model).respond("Invent a person.", generating=Person)
         print(f"   {person}")
-        print("\n== Streaming a partially generated object")
+        print("\n== Streaming a partially generated object (each snapshot that changed)")
+        shown = None
         async for snapshot in fm.LanguageModelSession(model=model).stream_response("Invent a person.",
                                                                                     generating=Person):
-            print(f"   {snapshot}")
+            fields = snapshot_fields(snapshot)
+            if fields != shown:
+                print("   " + ", ".join(f"{k}={v!r}" for k, v in fields.items()))
+                shown = fields
         print("\n== Tool calling round trip (the model decides to call; the call format is enforced by the grammar)")
         session = fm.LanguageModelSession(model=model, tools=[DemoWeather()])
         answer = await session.respond(TOOL_QUESTION,
