@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from openafm.pipelines.kinds import StageKind
 from openafm.pipelines.recipe import load_recipe
 from openafm.pipelines.run import run_recipe, stage_table
 
-EPILOG = """stage kinds: corpus, tokenizer, shards, train, upcycle, distill, eval (see openafm.pipelines.recipe).
-example: openafm pipeline recipes/ondevice-tiny.yaml
-         (dense pretrain -> upcycle -> MoE teacher on the high-quality subset -> KD and plain-LM continuations
-          -> held-out eval -> continued pretraining with the multilingual curriculum -> context lengthening)
+EPILOG = f"""stage kinds: {", ".join(k.value for k in StageKind)} (see openafm.pipelines.recipe).
+examples:
+  openafm pipeline recipes/ondevice-tiny.yaml       pre-training: dense -> upcycle -> MoE teacher -> distillation
+                                                    -> eval -> continued pre-training -> context lengthening
+  openafm pipeline recipes/posttrain-smollm2.yaml   post-training: synthetic data -> SFT -> RLOO -> evaluation
+  openafm pipeline recipes/default-model.yaml       the default model, openafm-135m: synth -> SFT -> package
+  openafm pipeline recipes/vision-default.yaml      its vision tower: alignment -> answers, decoder frozen
 """
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pipeline", help="run a training recipe: corpus -> tokenizer -> shards -> train/upcycle/"
-                                        "distill -> eval, resumable",
+    p = sub.add_parser("pipeline", help="run a training recipe (pre-training, post-training, the default model, "
+                                        "vision) stage by stage, resumable",
                        description="Run the stages of a recipe YAML in order, each into RUN/stages/<name>/ with a "
                                    "done-marker. Rerunning skips finished stages; a killed train stage resumes from "
                                    "its newest checkpoint. Prints a stage table and writes RUN/report.json.",
