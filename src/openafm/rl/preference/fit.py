@@ -307,7 +307,7 @@ def score_features(model: RewardModel, split: int, features: Sequence[torch.Tens
                    precision: Precision = Precision.BF16_AUTOCAST, batch_size: int = 32) -> torch.Tensor:
     """The score of every cached response -> [N]."""
     model.eval()
-    with autocast(Precision(precision)):
+    with autocast(precision):
         scores, _ = bucketed_forward(model, split, features, bucket=batch_size)
     return scores.float()
 
