@@ -93,7 +93,7 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=int, default=20, help="linear warm-up steps, then cosine decay (default 20)")
     p.add_argument("--precision", default=Precision.BF16_AUTOCAST.value, choices=[k.value for k in Precision],
                    help="matmuls under bf16 autocast (default; about 3x faster than float32 on a CPU with native "
-                        "bfloat16, AVX512-BF16 or AMX, but far slower without it: ~80x per matmul on an AVX2 CPU, "
+                        "bfloat16, AVX512-BF16 or AMX, but far slower without it: 23x per decoder layer, 69x per matmul on an AVX2 CPU, "
                         "and the run warns) or float32")
     p.add_argument("--too-long", default=None, choices=[k.value for k in TooLong],
                    help="an example longer than --seq-len: skip it or raise (default: skip for guided and bfcl "
