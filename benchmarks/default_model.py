@@ -10,7 +10,8 @@ Parts (each item held out by construction: openafm.splits, tested in tests/test_
                   contains the result's values
     guided        held-out @generable schemas (data/guided.py) through session.respond(json_schema=...): valid and
                   non-degenerate (eval/guided_quality.py: no empty strings, no repeated items, the asked count)
-    realworld     check-jsonschema's SchemaStore schemas as a session decodes them (structured decoding, 400 tokens)
+    realworld     check-jsonschema's SchemaStore schemas as a session decodes them (structured decoding, 400 tokens):
+                  valid, and valid without a degenerate fill (eval/guided_quality.py)
     ifeval        verifiable instructions, held-out prompts, prompt-level strict
     math          reasoning-gym chain_sum held-out questions (the recipe trains on the train split) and
                   gsm_symbolic (never trained on), last number exact
@@ -21,8 +22,8 @@ Parts (each item held out by construction: openafm.splits, tested in tests/test_
     decode_speed  greedy decode tokens/s of each model as openafm.load serves it, interleaved (run it alone)
 
 Every rate comes with n and a 95% Wilson interval. Figures: bfcl_gain_points (min over the three categories),
-tool_single_call_rate, guided_nondegenerate_rate, realworld_valid_rate, if_gain_points, math_gain_points,
-multilingual_language_match, ppl_ratio_after — each for the last model of --models against the first — and the
+tool_single_call_rate, guided_nondegenerate_rate, realworld_valid_rate, realworld_nondegenerate_rate, if_gain_points,
+math_gain_points, multilingual_language_match, ppl_ratio_after — each for the last model of --models against the first — and the
 pipeline's reward model's held-out pairwise accuracy, rm_pair_accuracy and rm_pair_accuracy_math (with n and
 intervals), read from docs/results/reward_model.json.
 """
@@ -81,10 +82,10 @@ def rate(hits: int, n: int) -> dict:
 
 # --- parts ---------------------------------------------------------------------------------------------------
 
-def harness_tasks(name: str, out: Path, limit: int) -> dict:
+def harness_tasks(name: str, out: Path, limit: int, weights: str) -> dict:
     tasks = [get_task(f"bfcl_{c}_heldout_constrained") for c in BFCL] + [get_task("ifeval"),
                                                                            get_task("perplexity_heldout")]
-    lm = load_model(name)
+    lm = load_model(name, weights=weights)
     summary = run_eval(lm, tasks, limit=limit, out=out / "harness",
                        config={"model": name, "adapter": None, "dtype": "float32", "seed": 0})
     return {t: {"value": s["value"], "n": s["n"], "ci95": s["ci95"]} for t, s in summary["tasks"].items()}
@@ -101,8 +102,8 @@ async def _tool_case(model, case) -> dict:
             "grounded": grounded, "success": once and grounded}
 
 
-def tool_rounds(name: str, n: int) -> dict:
-    model = fm.SystemLanguageModel(model=name)
+def tool_rounds(name: str, n: int, weights: str) -> dict:
+    model = fm.SystemLanguageModel(model=name, weights=weights)
     rows = []
     for case in tqdm(tool_round_cases(n, seed=0, split=Split.HELDOUT), desc=f"tool rounds {name}"):
         rows.append(asyncio.run(_tool_case(model, case)))
@@ -112,8 +113,8 @@ def tool_rounds(name: str, n: int) -> dict:
             "mean_calls": sum(len(r["calls"]) for r in rows) / len(rows), "rows": rows}
 
 
-def guided(name: str, n: int) -> dict:
-    model = fm.SystemLanguageModel(model=name)
+def guided(name: str, n: int, weights: str) -> dict:
+    model = fm.SystemLanguageModel(model=name, weights=weights)
     rows = []
     for i in tqdm(range(n), desc=f"guided {name}"):
         ex = guided_example(0, i, Split.HELDOUT)
@@ -133,18 +134,23 @@ def guided(name: str, n: int) -> dict:
             "rows": rows}
 
 
-def realworld(name: str, limit: int) -> dict:
-    lm = openafm.load(name)
+def realworld(name: str, limit: int, weights: str) -> dict:
+    lm = openafm.load(name, weights=weights)
     result = _schemastore.run(lm, lm.tokenizer, limit, 0, 400, schema_cls=GenerationSchema,
                               schema_error=InvalidGenerationSchemaError, constraint_cls=GrammarConstraint,
                               grammar_error=GrammarError, fits={"narrowed": SchemaFit.NARROWED},
                               decodings={"structured": StructuredDecoding()})
-    gen = result["generation"]["structured"]
-    return {"valid": rate(gen["validated"], result["generation"]["sample"]["size"]), "detail": gen}
+    gen, n = result["generation"]["structured"], result["generation"]["sample"]["size"]
+    schemas = _schemastore.load_schemas(_schemastore.vendor_dir())
+    for r in gen["results"]:
+        r["problems"] = (degeneracies(json.loads(r["output"]), schemas[r["schema"]])
+                         if r["outcome"] == "validated" else None)
+    return {"valid": rate(gen["validated"], n), "nondegenerate": rate(sum(r["problems"] == [] for r in gen["results"]), n),
+            "detail": gen}
 
 
-def math(name: str, n: int) -> dict:
-    lm = load_model(name)
+def math(name: str, n: int, weights: str) -> dict:
+    lm = load_model(name, weights=weights)
     tok = lm.tokenizer
     out = {}
     for label, options in MATH.items():
@@ -158,8 +164,8 @@ def math(name: str, n: int) -> dict:
     return out
 
 
-def multilingual(name: str, n: int) -> dict:
-    lm = load_model(name)
+def multilingual(name: str, n: int, weights: str) -> dict:
+    lm = load_model(name, weights=weights)
     tok = lm.tokenizer
     records = udhr_prompts(Split.HELDOUT, kinds=[UDHRKind.ANSWER_IN])[:n]
     prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": r.prompt}], add_generation_prompt=True))
@@ -210,14 +216,16 @@ def part(out: Path, label: str, make) -> dict:
 
 
 def measure(name: str, out: Path, args) -> dict:
-    log(f"== {name}")
-    return {"harness": part(out, "harness", lambda: harness_tasks(name, out, args.limit)),
-            "tool_rounds": part(out, "tool_rounds", lambda: tool_rounds(name, args.n)),
-            "guided": part(out, "guided", lambda: guided(name, args.n)),
-            "math": part(out, "math", lambda: math(name, args.n)),
-            "multilingual": part(out, "multilingual", lambda: multilingual(name, args.n)),
-            "realworld": part(out, "realworld", lambda: realworld(name, args.realworld_limit)),
-            "weight_forms": part(out, "weight_forms", lambda: weight_forms(name, 16 * 512))}
+    log(f"== {name}" + (f" (weights={args.weights})" if args.weights else ""))
+    loaded = args.weights or "dequantized"      # the harness, math and multilingual parts' own default
+    served = args.weights or "auto"             # sessions and openafm.load: the blocks as serve runs them
+    return {"harness": part(out, "harness", lambda: harness_tasks(name, out, args.limit, loaded)),
+            "tool_rounds": part(out, "tool_rounds", lambda: tool_rounds(name, args.n, served)),
+            "guided": part(out, "guided", lambda: guided(name, args.n, served)),
+            "math": part(out, "math", lambda: math(name, args.n, loaded)),
+            "multilingual": part(out, "multilingual", lambda: multilingual(name, args.n, loaded)),
+            "realworld": part(out, "realworld", lambda: realworld(name, args.realworld_limit, served))} | (
+        {} if args.weights else {"weight_forms": part(out, "weight_forms", lambda: weight_forms(name, 16 * 512))})
 
 
 def figures(before: dict, after: dict) -> dict:
@@ -230,6 +238,7 @@ def figures(before: dict, after: dict) -> dict:
             "guided_gain_points": 100 * (after["guided"]["nondegenerate"]["rate"]
                                          - before["guided"]["nondegenerate"]["rate"]),
             "realworld_valid_rate": after["realworld"]["valid"]["rate"],
+            "realworld_nondegenerate_rate": after["realworld"]["nondegenerate"]["rate"],
             "if_gain_points": 100 * (h1["ifeval"]["value"] - h0["ifeval"]["value"]),
             "math_gain_points": 100 * (after["math"]["gsm_symbolic"]["rate"] - before["math"]["gsm_symbolic"]["rate"]),
             "math_gain_points_chain_sum": 100 * (after["math"]["chain_sum"]["rate"]
@@ -256,6 +265,7 @@ def as_summary(result: dict) -> dict:
     rows["tool round trip"] = _as_row(result["tool_rounds"]["success"])
     rows["guided, real"] = _as_row(result["guided"]["nondegenerate"])
     rows["SchemaStore valid"] = _as_row(result["realworld"]["valid"])
+    rows["SchemaStore, real"] = _as_row(result["realworld"]["nondegenerate"])
     rows |= {f"math {k}": _as_row(v) for k, v in result["math"].items() if k in MATH}
     rows["answer language"] = _as_row(result["multilingual"]["language_match"])
     return {"tasks": {k: {**v, "chance": 0.0, "metric": "rate"} for k, v in rows.items()}}
@@ -284,6 +294,11 @@ def main() -> None:
     p.add_argument("--realworld-limit", type=int, default=26, help="SchemaStore schemas generated for (all: 26)")
     p.add_argument("--out", default=str(ROOT / "runs" / "default-model-bench"), help="work folder (resumable)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
+    p.add_argument("--weights", choices=["native", "native-int8"],
+                   help="load every part's model with these GGUF weights (native: blocks with float32 activations; "
+                        "native-int8: activations rounded to int8 as llama.cpp computes); parts go to "
+                        "OUT/<model>@<weights>. Default: the harness, math and multilingual parts dequantize to "
+                        "float32, sessions and SchemaStore run the blocks as serve does"),
     p.add_argument("--speed-rounds", type=int, default=5,
                    help="interleaved rounds of a 96-token greedy decode per model, for tokens/s (0: skip; run alone)")
     p.add_argument("--sidecar", action="store_true",
@@ -294,7 +309,8 @@ def main() -> None:
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     if not names:
         raise SystemExit("--models names no model")
-    results = {name: measure(name, Path(args.out) / name, args) for name in names}
+    folder = {name: name + (f"@{args.weights}" if args.weights else "") for name in names}
+    results = {name: measure(name, Path(args.out) / folder[name], args) for name in names}
     if args.plot:
         compare_chart([as_summary(r) for r in results.values()], names, Path(args.plot))
     found = figures(results[names[0]], results[names[-1]]) | reward_model_figures() if len(names) > 1 else None

@@ -1,5 +1,6 @@
 """Sessions of one model decode on one shared engine: requests that respond at the same time share its batch, fresh
-sessions with the same instructions prefill them once, and each answer is the one the session gives alone."""
+sessions with the same instructions prefill them once, and each answer is the one the session gives alone; each
+weight form (`weights=`) is its own backing model."""
 
 import asyncio
 
@@ -7,6 +8,8 @@ import pytest
 
 import openafm.fm as fm
 from openafm.fm.model import ENGINE_ROWS
+from openafm.nn.block_linear import BlockLinear
+from openafm.nn.packed_kernel import Activations
 
 pytestmark = pytest.mark.real_model
 
@@ -76,3 +79,16 @@ def test_fresh_sessions_with_the_same_instructions_prefill_them_once():
     assert all(t.prefilled_tokens + t.cached_tokens + t.generated_tokens == len(c.tokens)
                for t, (_, c) in zip(turns, shared, strict=True))
     assert all(c.total_prefilled == t.prefilled_tokens for t, (_, c) in zip(turns, shared, strict=True))
+
+
+def test_weights_name_their_own_backing_model_and_bad_ones_raise_naming_the_choices():
+    exact, rounded = fm.SystemLanguageModel(), fm.SystemLanguageModel(weights="native-int8")
+    assert exact.engine() is not rounded.engine()                # each weight form loads its own copy
+    assert rounded.language_model() is fm.SystemLanguageModel(weights="native-int8").language_model()
+    def activations(model):
+        return {m.activations for m in model.language_model().model.modules() if isinstance(m, BlockLinear)}
+    assert activations(exact) == {Activations.FLOAT32} and activations(rounded) == {Activations.INT8}
+    answer = asyncio.run(fm.LanguageModelSession(model=rounded).respond("Name a colour.", options=GREEDY))
+    assert answer.strip()
+    with pytest.raises(ValueError, match="weights='int4' is not a weight form; use one of .*'native-int8'"):
+        fm.SystemLanguageModel(weights="int4")

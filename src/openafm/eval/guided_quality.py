@@ -1,6 +1,6 @@
 """Whether a structured output that is valid for its schema is also a real answer: the degenerate fills a small
-model falls into under a grammar — empty strings, the same item repeated, a count the prompt asked for ignored,
-invented keys in an open object.
+model falls into under a grammar — empty strings, strings of punctuation only, the same item repeated, a count the
+prompt asked for ignored, invented keys in an open object.
 
     problems = degeneracies(value, schema, counts=(("hobbies", 3),))
     problems        # [] for a real answer; else ["$.name: empty string", "$.tags: item 2 repeats item 1", ...]
@@ -8,6 +8,8 @@ invented keys in an open object.
 Rules (each names the JSON path where it fails):
     empty string     a string that is empty or whitespace only, unless the schema forces it (const "", enum [""],
                      maxLength 0)
+    no word          a non-empty string without one letter or digit (`"); "`, `"]}]}]}"`: closing brackets
+                     written into a string), unless the schema names its values (const, enum) or a pattern
     repeated items   an array with two equal items, unless the schema allows only fewer distinct values than
                      the array's minItems (then repeats are forced)
     ignored count    a root array whose length differs from the count the prompt asked for
@@ -75,6 +77,8 @@ def _walk(value: Any, schema: Any, root: dict, path: str, problems: list[str]) -
     if isinstance(value, str):
         if not value.strip() and not _forces_empty(schema):
             problems.append(f"{path}: empty string")
+        elif not any(c.isalnum() for c in value) and not _names_values(schema):
+            problems.append(f"{path}: no letter or digit in {value[:20]!r}")
     elif isinstance(value, list):
         items = _resolve(schema.get("items", {}), root)
         keys = [json.dumps(v, sort_keys=True) for v in value]
@@ -97,6 +101,10 @@ def _walk(value: Any, schema: Any, root: dict, path: str, problems: list[str]) -
 
 def _forces_empty(schema: dict) -> bool:
     return schema.get("const") == "" or schema.get("enum") == [""] or schema.get("maxLength") == 0
+
+
+def _names_values(schema: dict) -> bool:
+    return "const" in schema or "enum" in schema or "pattern" in schema
 
 
 def _distinct_values(schema: dict, root: dict) -> int | None:

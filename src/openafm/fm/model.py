@@ -10,6 +10,10 @@ sessions; one more raises `ConcurrentRequestsError` (Apple's "too many concurren
 backing model (and draft) decode through one engine (`engine()`, runtime.engine), so requests that run at the
 same time share its batch: each decode step serves all of them.
 
+Weights (openafm extension): `weights=` says how a GGUF model's blocks are held, as `openafm.load` takes it
+("auto", the default: the blocks as stored with float32 activations; "native-int8": activations rounded to int8
+per block as llama.cpp computes, faster and less exact; "float32"). Each choice loads its own copy.
+
 Images (openafm extension): `resolution=` picks the mode an image prompt runs in ("high": 720 image tokens,
 "balanced": 144, the default, "rapid": 9; openafm.models.image_views). The vision tower (encoder + adapter)
 of the default model ships in the package (openafm.checkpoint.vision); a model without one raises
@@ -26,7 +30,7 @@ import json
 import threading
 import warnings
 
-from openafm.checkpoint.load import load_model
+from openafm.checkpoint.load import Weights, load_model
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.checkpoint.vision import TRAIN_HINT, packaged_tower, shipped_towers
 from openafm.errors import OpenAFMError
@@ -43,7 +47,7 @@ from openafm.runtime.engine import Engine, EngineConfig
 from openafm.runtime.language_model import LanguageModel
 
 DEFAULT_MAX_CONCURRENT_REQUESTS = 4
-_LOADED: dict[tuple, object] = {}        # (model name, adapter key or None) -> LanguageModel
+_LOADED: dict[tuple, object] = {}        # (model name, weights, adapter key or None) -> LanguageModel
 _TOWERS: dict[str, object] = {}          # model name -> its VisionTower (or None: it has none)
 _LOAD_LOCK = threading.Lock()
 _DRAFTS: dict[tuple, object] = {}        # (model key, draft key) -> runtime DraftModel
@@ -109,6 +113,14 @@ def _use_case(value) -> SystemLanguageModelUseCase:
     return SystemLanguageModelUseCase.GENERAL
 
 
+def _weights(value) -> Weights:
+    try:
+        return Weights(value)
+    except ValueError:
+        raise ValueError(f"weights={value!r} is not a weight form; use one of "
+                         f"{', '.join(repr(w.value) for w in Weights)}") from None
+
+
 class SystemLanguageModel:
     Adapter = Adapter
 
@@ -116,8 +128,9 @@ class SystemLanguageModel:
                  guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT,
                  adapter: Adapter | None = None, *, model: str = DEFAULT_MODEL,
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS, draft: Draft | None = None,
-                 resolution: Resolution | str = Resolution.BALANCED):
+                 resolution: Resolution | str = Resolution.BALANCED, weights: Weights | str = Weights.AUTO):
         use_case = _use_case(use_case)
+        self.weights = _weights(weights)
         self.resolution = as_resolution(resolution)
         if draft is None and adapter is not None and adapter.draft_directory is not None:
             draft = Draft(adapter.draft_directory)              # an exported bundle brings its matched draft
@@ -136,14 +149,14 @@ class SystemLanguageModel:
 
     @property
     def _key(self) -> tuple:
-        return self.model_name, self.adapter.key if self.adapter is not None else None
+        return self.model_name, self.weights, self.adapter.key if self.adapter is not None else None
 
     def language_model(self):
         """The loaded openafm LanguageModel (loads on first use; shared across instances)."""
         with _LOAD_LOCK:
-            base_key = (self.model_name, None)
+            base_key = (self.model_name, self.weights, None)
             if base_key not in _LOADED:
-                lm = LanguageModel.of(load_model(self.model_name, weights="auto"))    # native blocks, as serve runs
+                lm = LanguageModel.of(load_model(self.model_name, weights=self.weights))   # "auto": as serve runs
                 if lm.tokenizer is None:
                     raise ValueError(f"model {self.model_name!r} has no tokenizer; a session needs one")
                 _LOADED[base_key] = lm
