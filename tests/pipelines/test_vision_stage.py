@@ -34,8 +34,8 @@ def _recipe(tmp_path, decoder: str, **answer) -> dict:
     data = {"per_task": 4, "emoji_copies": 1, "absent": 0.2}
     return {"run_dir": str(tmp_path / "run"), "seed": 0, "stages": [
         {"name": "align", "kind": "vision", "model": decoder, "tower": {"vision": "vision-tiny", "hidden": 16},
-         "data": data, "train": {"align_steps": 3, "steps": 0, "align_batch": 4, "tasks": TASKS, "mix": RAPID},
-         "eval": 2},
+         "data": data, "read": {"steps": 2, "batch": 4, "tasks": TASKS, "mix": RAPID},
+         "train": {"align_steps": 3, "steps": 0, "align_batch": 4, "tasks": TASKS, "mix": RAPID}, "eval": 2},
         {"name": "answer", "kind": "vision", "from": "align", "data": data, "eval": 2,
          "train": {"align_steps": 0, "steps": 2, "batch": 2, "tasks": TASKS, "mix": RAPID}, **answer}]}
 
@@ -44,6 +44,10 @@ def test_the_recipe_runs_end_to_end_and_installs_a_tower_tied_to_its_decoder(tmp
     write_yaml(tmp_path / "r.yaml", _recipe(tmp_path, tiny_checkpoint, install_dir=str(tmp_path / "ship")))
     report = run_recipe(load_recipe(tmp_path / "r.yaml"), log=lambda *_: None)
     assert [r["status"] for r in report["stages"]] == ["ran", "ran"]
+    read = json.loads((tmp_path / "run/stages/align/tower.json").read_text())["read"]
+    assert read["steps"] == 2 and set(read["held_out_heads_rapid"]) == {"read-digit", "count"}
+    assert report["stages"][0]["outputs"]["read_held_out_heads"].keys() == {"read-digit", "count"}
+    assert report["stages"][1]["outputs"]["read_held_out_heads"] is None           # the answer stage reads nothing
     out = report["stages"][1]["outputs"]
     assert out["steps"] == 2 and set(out["held_out_rapid"]) == {"read-digit", "count", "absent"}
     sidecar = json.loads((tmp_path / "run/stages/answer/tower.json").read_text())

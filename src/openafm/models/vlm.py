@@ -94,11 +94,14 @@ class VisionTower(nn.Module):
         self.adapter = VLAdapter(config.adapter)
 
     def forward(self, pixels: torch.Tensor, tokens: int) -> torch.Tensor:
+        return self.adapter(self.patches(pixels), tokens)                         # [N, tokens, D_dec]
+
+    def patches(self, pixels: torch.Tensor) -> torch.Tensor:
+        """Views [N, 3, S, S] in [0, 1] -> the encoder's patch features [N, h, w, D], after the pixel norm."""
         if self.config.pixel_norm is PixelNorm.PER_IMAGE:
             mean = pixels.mean((1, 2, 3), keepdim=True)                           # [N, 1, 1, 1]
             pixels = (pixels - mean) / (pixels.std((1, 2, 3), keepdim=True) + 0.01)
-        patches = self.encoder(pixels).patches                                    # [N, h, w, D]
-        return self.adapter(patches, tokens)                                      # [N, tokens, D_dec]
+        return self.encoder(pixels).patches
 
     def tokens(self, mode: Resolution) -> int:
         """Image tokens one image costs in `mode`."""

@@ -5,11 +5,14 @@
       model: openafm-135m                           # the decoder it projects into (what openafm.load accepts)
       tower: {vision: vision-small, adapter: pixel-shuffle, hidden: 128}
       data: {per_task: 1500, emoji_copies: 8, absent: 0.15}
+      read: {steps: 1500, batch: 40}                # first teach the encoder the labels (train/vision/read.py)
       train: {align_steps: 1500, steps: 0}          # VLMTrainConfig keys; tasks: {read-word: 0.3, ...}
     - {name: answer, kind: vision, from: align, train: {align_steps: 0, steps: 600},
        install_dir: src/openafm/checkpoint/vision_weights}
 
 A stage continues the tower of an earlier vision stage (`from`, same decoder) or starts one (`model` + `tower`).
+With `read` steps it first trains the encoder alone to tell the tasks' labels apart on freshly rendered images
+(ReadConfig keys; tasks and mix spelled as in train), and records what its heads read on held-out images.
 Its training state is checkpointed inside the stage directory, so a killed run continues where it stopped. At the
 end it scores `eval` held-out questions per task (rapid mode) and writes tower.safetensors with a sidecar (the
 command, data, steps, seconds, figures); with install_dir it also installs them as the decoder's packaged tower.
@@ -37,10 +40,12 @@ from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig
 from openafm.pipelines.kinds import StageKind
 from openafm.splits import Split
 from openafm.train.vision.mix import ResolutionMix
+from openafm.train.vision.read import ReadConfig, ReadHeads, read_accuracy, train_read
 from openafm.train.vision.tasks import Task, absent_qa, chance, task_pools
 from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer, answer_questions
 
 STATE_FILE = "train_state.pt"
+READ_STATE_FILE = "read_state.pt"
 TOWER_FILE = "tower.safetensors"
 
 
@@ -68,6 +73,7 @@ class VisionStage:
     from_: str | None = None
     tower: TowerSpec | None = None          # with model (default: TowerSpec()); a stage with from continues its tower
     data: VisionData = dataclasses.field(default_factory=VisionData)
+    read: dict[str, Any] = dataclasses.field(default_factory=dict)      # ReadConfig keys; tasks / mix mappings
     train: dict[str, Any] = dataclasses.field(default_factory=dict)     # VLMTrainConfig keys; tasks / mix mappings
     eval: int = 40                          # held-out questions per task scored at the end (rapid mode)
     checkpoint_every: int = 50
@@ -90,21 +96,31 @@ class VisionStage:
         if self.tower is not None:
             get_vision_preset(self.tower.vision)
         train_config(self.train, 0, f"stage {self.name!r}")
+        read_config(self.read, 0, f"stage {self.name!r}")
 
 
 def train_config(train: dict[str, Any], seed: int, where: str) -> VLMTrainConfig:
     """VLMTrainConfig from a recipe's mapping: `tasks` {task: weight} and `mix` {ResolutionMix keys} spelled out."""
-    data = dict(train)
+    return _phase_config(VLMTrainConfig, "train", "task_weights", train, seed, where)
+
+
+def read_config(read: dict[str, Any], seed: int, where: str) -> ReadConfig:
+    """ReadConfig from a recipe's mapping, spelled as train's."""
+    return _phase_config(ReadConfig, "read", "tasks", read, seed, where)
+
+
+def _phase_config(kind, key: str, tasks_field: str, mapping: dict[str, Any], seed: int, where: str):
+    data = dict(mapping)
     tasks = data.pop("tasks", None)
     mix = data.pop("mix", None)
-    config = cfg.from_dict(VLMTrainConfig, {"seed": seed, **data}, f"{where}: train")
+    config = cfg.from_dict(kind, {"seed": seed, **data}, f"{where}: {key}")
     if tasks is not None:
         if not isinstance(tasks, dict) or not tasks:
-            raise ConfigError(f"{where}: train.tasks must map task names to weights, got {tasks!r}")
-        config = dataclasses.replace(config, task_weights=tuple(
-            (cfg.from_dict(Task, k, f"{where}: train.tasks"), float(w)) for k, w in tasks.items()))
+            raise ConfigError(f"{where}: {key}.tasks must map task names to weights, got {tasks!r}")
+        config = dataclasses.replace(config, **{tasks_field: tuple(
+            (cfg.from_dict(Task, k, f"{where}: {key}.tasks"), float(w)) for k, w in tasks.items())})
     if mix is not None:
-        config = dataclasses.replace(config, mix=cfg.from_dict(ResolutionMix, mix, f"{where}: train.mix"))
+        config = dataclasses.replace(config, mix=cfg.from_dict(ResolutionMix, mix, f"{where}: {key}.mix"))
     return config
 
 
@@ -156,6 +172,24 @@ def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: in
     return figures
 
 
+def read_phase(stage: VisionStage, tower: VisionTower, out: Path, seed: int) -> dict | None:
+    """The stage's reading phase (train/vision/read.py) on the tower's encoder, if it has steps: its record for
+    the sidecar (steps, seconds, the last losses, the heads' held-out accuracy per task)."""
+    config = read_config(stage.read, seed, f"stage {stage.name!r}")
+    if config.steps == 0:
+        return None
+    heads = ReadHeads(tower.config.vision.width, config.tasks)
+    history = train_read(tower, heads, config, checkpoint=out / READ_STATE_FILE, every=stage.checkpoint_every,
+                         log=print)
+    tower.train()                                   # the answer phases train it on
+    last = [r["loss"] for r in history[-50:]]
+    return {"config": dict(stage.read), "steps": len(history),
+            "step_seconds_sum": round(sum(r["seconds"] for r in history), 1),
+            "render_seconds_sum": round(sum(r["render_seconds"] for r in history), 1),
+            "loss_mean_last_50": sum(last) / len(last),
+            "held_out_heads_rapid": read_accuracy(tower, heads, config.tasks, Split.HELDOUT, max(stage.eval, 1), seed)}
+
+
 def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
     torch.manual_seed(recipe.seed)
     decoder = _decoder(recipe, stage)
@@ -164,6 +198,7 @@ def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
     config = train_config(stage.train, recipe.seed, f"stage {stage.name!r}")
     tasks = [t for t, _ in config.task_weights]
     start = time.perf_counter()
+    read = read_phase(stage, tower, out, recipe.seed)
     pools = training_pools(tasks, stage.data, recipe.seed)
     trainer = VLMTrainer(lm.model, lm.tokenizer, tower, config)
     history = trainer.train(pools, log=print, checkpoint=out / STATE_FILE, every=stage.checkpoint_every)
@@ -174,7 +209,7 @@ def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
                "continues": stage.from_, "encoder_init": (stage.tower.encoder or "random") if stage.tower else f"stage {stage.from_}",
                "decoder_frozen": True, "data": dataclasses.asdict(stage.data), "tower_config": tower.config.to_dict(),
                "pool_sizes": {t.value: len(p) for t, p in pools.items()},
-               "train": dict(stage.train), "resolution_mix": config.resolution_note,
+               "read": read, "train": dict(stage.train), "resolution_mix": config.resolution_note,
                "steps": len(history), "stage_seconds": round(seconds, 1),
                "step_seconds_sum": round(sum(r["seconds"] for r in history), 1),
                "loss_mean_last_50": sum(last) / max(1, len(last)), "held_out_rapid": figures,
@@ -190,4 +225,6 @@ def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
         installed = str(dest / name)
     return {"tower": str(path), "decoder": decoder, "steps": len(history), "seconds": round(seconds, 1),
             "held_out_rapid": {k: v.get("accuracy", v.get("refusal_rate")) for k, v in figures.items()},
+            "read_held_out_heads": None if read is None else {k: v["accuracy"]
+                                                              for k, v in read["held_out_heads_rapid"].items()},
             "installed": installed}

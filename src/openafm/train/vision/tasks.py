@@ -122,6 +122,21 @@ def emoji_qa(split: Split, k: int = N_EMOJI, copies: int = 1, seed: int = 0) -> 
     return out
 
 
+def placed_emoji_qa(split: Split, n: int, seed: int = 0, k: int = N_EMOJI) -> list[QA]:
+    """n name-the-emoji questions, each a chosen emoji in one of the split's styles placed at a random size and
+    place (fresh images for every seed, where emoji_qa gives each image once)."""
+    keys = set(emoji_classes(k))
+    styles = TRAIN_STYLES if split is Split.TRAIN else (HELD_OUT_STYLE,)
+    rng = random.Random(seed + (0 if split is Split.TRAIN else HELD_OUT_SEED))
+    drawn = [(s, i) for s in (_style(style) for style in styles) for i, key in enumerate(s.keys) if key in keys]
+    out = []
+    for _ in range(n):
+        s, i = rng.choice(drawn)
+        image = Image.fromarray(s.images[i].permute(1, 2, 0).numpy().astype(np.uint8))
+        out.append(QA(Task.NAME_EMOJI, _placed(image, rng), s.names[i]))
+    return out
+
+
 def _families(split: Split) -> tuple[str, ...]:
     return TRAIN_FAMILIES if split is Split.TRAIN else HELD_OUT_FAMILIES
 
@@ -177,8 +192,18 @@ def absent_qa(pools: dict[Task, list[QA]], n: int, seed: int = 0) -> list[QA]:
 
 
 def chance(task: Task, k: int = N_EMOJI) -> float:
-    return 1.0 / {Task.NAME_EMOJI: k, Task.READ_WORD: len(WORDS), Task.READ_DIGIT: 10, Task.CHART_VALUE: 8,
-                  Task.COUNT: MAX_COUNT}[task]
+    return 1.0 / len(labels(task, k))
+
+
+def labels(task: Task, k: int = N_EMOJI) -> tuple[str, ...]:
+    """Every answer a task's image can have (a refusal aside), in a fixed order: its classes."""
+    if task is Task.NAME_EMOJI:
+        first = _style(TRAIN_STYLES[0])
+        names = dict(zip(first.keys, first.names))
+        return tuple(names[key] for key in emoji_classes(k))
+    return {Task.READ_WORD: WORDS, Task.READ_DIGIT: tuple("0123456789"),
+            Task.CHART_VALUE: tuple(str(v) for v in range(2, 10)),
+            Task.COUNT: tuple(str(v) for v in range(1, MAX_COUNT + 1))}[task]
 
 
 def sample(pool: list[QA], n: int, rng: random.Random) -> list[QA]:
