@@ -215,17 +215,39 @@ def part(out: Path, label: str, make) -> dict:
     return result
 
 
-def measure(name: str, out: Path, args) -> dict:
-    log(f"== {name}" + (f" (weights={args.weights})" if args.weights else ""))
-    loaded = args.weights or "dequantized"      # the harness, math and multilingual parts' own default
-    served = args.weights or "auto"             # sessions and openafm.load: the blocks as serve runs them
-    return {"harness": part(out, "harness", lambda: harness_tasks(name, out, args.limit, loaded)),
-            "tool_rounds": part(out, "tool_rounds", lambda: tool_rounds(name, args.n, served)),
-            "guided": part(out, "guided", lambda: guided(name, args.n, served)),
-            "math": part(out, "math", lambda: math(name, args.n, loaded)),
-            "multilingual": part(out, "multilingual", lambda: multilingual(name, args.n, loaded)),
-            "realworld": part(out, "realworld", lambda: realworld(name, args.realworld_limit, served))} | (
-        {} if args.weights else {"weight_forms": part(out, "weight_forms", lambda: weight_forms(name, 16 * 512))})
+PARTS = ("harness", "tool_rounds", "guided", "math", "multilingual", "realworld", "weight_forms")
+
+
+def measure(name: str, weights: str | None, out: Path, args) -> dict:
+    log(f"== {name}" + (f" (weights={weights})" if weights else ""))
+    loaded = weights or "dequantized"           # the harness, math and multilingual parts' own default
+    served = weights or "auto"                  # sessions and openafm.load: the blocks as serve runs them
+    makers = {"harness": lambda: harness_tasks(name, out, args.limit, loaded),
+              "tool_rounds": lambda: tool_rounds(name, args.n, served),
+              "guided": lambda: guided(name, args.n, served),
+              "math": lambda: math(name, args.n, loaded),
+              "multilingual": lambda: multilingual(name, args.n, loaded),
+              "realworld": lambda: realworld(name, args.realworld_limit, served),
+              "weight_forms": lambda: weight_forms(name, 16 * 512)}
+    return {label: part(out, label, makers[label]) for label in args.parts
+            if not (weights and label == "weight_forms")}    # float vs block weights: the default run's question
+
+
+def agreement(first: dict, last: dict) -> dict:
+    """Per part with outputs, the fraction of items whose output is the same in two runs (e.g. two weight forms)."""
+    fields = {"tool_rounds": ("rows", "answer"), "guided": ("rows", "output")}
+    out = {}
+    for label in first.keys() & last.keys():
+        if label in fields:
+            key, field = fields[label]
+            pairs = list(zip(first[label][key], last[label][key], strict=True))
+        elif label == "realworld":
+            pairs = list(zip(first[label]["detail"]["results"], last[label]["detail"]["results"], strict=True))
+            field = "output"
+        else:
+            continue
+        out[label] = {"identical": sum(a[field] == b[field] for a, b in pairs), "n": len(pairs)}
+    return out
 
 
 def figures(before: dict, after: dict) -> dict:
@@ -294,11 +316,15 @@ def main() -> None:
     p.add_argument("--realworld-limit", type=int, default=26, help="SchemaStore schemas generated for (all: 26)")
     p.add_argument("--out", default=str(ROOT / "runs" / "default-model-bench"), help="work folder (resumable)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
-    p.add_argument("--weights", choices=["native", "native-int8"],
-                   help="load every part's model with these GGUF weights (native: blocks with float32 activations; "
-                        "native-int8: activations rounded to int8 as llama.cpp computes); parts go to "
-                        "OUT/<model>@<weights>. Default: the harness, math and multilingual parts dequantize to "
-                        "float32, sessions and SchemaStore run the blocks as serve does"),
+    p.add_argument("--weights", help="comma-separated GGUF weight forms (native: blocks with float32 activations; "
+                                      "native-int8: activations rounded to int8 as llama.cpp computes), each model "
+                                      "measured with each, every part loading it that way (parts go to "
+                                      "OUT/<model>@<weights>; with two forms of one model the output prints how many "
+                                      "items got the same output). Default: the harness, math and multilingual parts "
+                                      "dequantize to float32, sessions and SchemaStore run the blocks as serve does")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated parts to run (default: all of {PARTS}; "
+                                                             "the figures need harness, tool_rounds, guided, math, "
+                                                             "multilingual and realworld)")
     p.add_argument("--speed-rounds", type=int, default=5,
                    help="interleaved rounds of a 96-token greedy decode per model, for tokens/s (0: skip; run alone)")
     p.add_argument("--sidecar", action="store_true",
@@ -307,18 +333,28 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     names = [m.strip() for m in args.models.split(",") if m.strip()]
+    forms = [w.strip() for w in args.weights.split(",")] if args.weights else [None]
+    args.parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     if not names:
         raise SystemExit("--models names no model")
-    folder = {name: name + (f"@{args.weights}" if args.weights else "") for name in names}
-    results = {name: measure(name, Path(args.out) / folder[name], args) for name in names}
+    if bad := [w for w in forms if w not in (None, "native", "native-int8")] + [x for x in args.parts if x not in PARTS]:
+        raise SystemExit(f"--weights / --parts: {bad} not known (weights: native, native-int8; parts: {PARTS})")
+    variants = [(n, w) for n in names for w in forms]
+    labels = [n + (f"@{w}" if w else "") for n, w in variants]
+    results = {label: measure(n, w, Path(args.out) / label, args) for label, (n, w) in zip(labels, variants)}
+    complete = all(x in args.parts for x in PARTS[:-1])
     if args.plot:
-        compare_chart([as_summary(r) for r in results.values()], names, Path(args.plot))
-    found = figures(results[names[0]], results[names[-1]]) | reward_model_figures() if len(names) > 1 else None
+        compare_chart([as_summary(r) for r in results.values()], labels, Path(args.plot))
+    found = (figures(results[labels[0]], results[labels[-1]]) | reward_model_figures()
+             if len(labels) > 1 and complete else None)
+    same = agreement(results[labels[0]], results[labels[-1]]) if len(names) == 1 and len(forms) > 1 else None
     speed = decode_speed(names, args.speed_rounds) if args.speed_rounds else None
     if args.sidecar:
         record(names[-1], {"command": "python benchmarks/default_model.py " + " ".join(sys.argv[1:]),
                            "against": names[0], "figures": found})
-    emit({"models": names, "split": "heldout", "decoding": "greedy", "figures": found, "decode_speed": speed,
+    emit({"command": "python benchmarks/default_model.py " + " ".join(sys.argv[1:]), "models": names,
+          "weights": args.weights, "split": "heldout", "decoding": "greedy", "figures": found,
+          "same_output": same, "decode_speed": speed,
           "per_model": {n: {k: {kk: vv for kk, vv in v.items() if kk != "rows"} for k, v in r.items()}
                         for n, r in results.items()}}, args.json)
 
