@@ -84,6 +84,20 @@ def test_a_killed_phase_continues_from_its_checkpoint_to_the_same_weights(tmp_pa
         train_read(again, again_heads, dataclasses.replace(config, lr=5e-4), checkpoint=tmp_path / "read.pt")
 
 
+def test_a_phase_looked_at_part_way_continues_to_the_same_weights(tmp_path):
+    config = ReadConfig(steps=4, batch=4, tasks=TWO, mix=RAPID)
+    whole = _tower()
+    torch.manual_seed(1)
+    train_read(whole, ReadHeads(32, TWO), config)
+    parted = _tower()
+    torch.manual_seed(1)
+    heads = ReadHeads(32, TWO)
+    assert len(train_read(parted, heads, config, checkpoint=tmp_path / "read.pt", every=3, until=2)) == 2
+    assert len(train_read(parted, heads, config, checkpoint=tmp_path / "read.pt", every=3)) == 4
+    for a, b in zip(whole.encoder.state_dict().values(), parted.encoder.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_bad_settings_raise_naming_the_value():
     with pytest.raises(ConfigError, match="batch=0"):
         ReadConfig(steps=1, batch=0)

@@ -117,17 +117,20 @@ def _lr_scale(config: ReadConfig, step: int) -> float:
 
 
 def train_read(tower: VisionTower, heads: ReadHeads, config: ReadConfig, *, checkpoint: Path | None = None,
-               every: int = 50, log=None) -> list[dict]:
+               every: int = 50, log=None, until: int | None = None) -> list[dict]:
     """config.steps steps of read_loss on fresh images, training the encoder and the heads (the adapter is not
-    touched). With `checkpoint`, the state is written there every `every` steps and a rerun continues from it.
-    Returns one record per step: step, mode, loss, seconds (rendering included), render_seconds."""
+    touched). With `checkpoint`, the state is written there every `every` steps (and where it stops) and a rerun
+    continues from it; `until` stops after that many steps of the phase (its schedule still spans config.steps),
+    so a run can be looked at part way and continued. Returns one record per step so far: step, mode, loss,
+    seconds (rendering included), render_seconds."""
     params = [*tower.encoder.parameters(), *heads.parameters()]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     rng = random.Random(config.seed)
     done, history = _resume(checkpoint, config, tower, heads, opt, rng)
     tower.train()
     heads.train()
-    bar = tqdm(range(done, config.steps), desc="read", disable=log is None, initial=done, total=config.steps)
+    stop = config.steps if until is None else min(until, config.steps)
+    bar = tqdm(range(done, stop), desc="read", disable=log is None, initial=done, total=config.steps)
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = config.lr * _lr_scale(config, step)
@@ -143,7 +146,7 @@ def train_read(tower: VisionTower, heads: ReadHeads, config: ReadConfig, *, chec
         history.append({"step": step, "mode": mode.value, "loss": loss.item(),
                         "seconds": time.perf_counter() - t0, "render_seconds": rendered})
         bar.set_postfix(loss=f"{loss.item():.3f}", mode=mode.value)
-        if checkpoint is not None and ((step + 1) % every == 0 or step + 1 == config.steps):
+        if checkpoint is not None and ((step + 1) % every == 0 or step + 1 == stop):
             _save(checkpoint, config, tower, heads, opt, rng, step + 1, history)
     tower.eval()
     heads.eval()
