@@ -233,19 +233,16 @@ def measure(name: str, weights: str | None, out: Path, args) -> dict:
             if not (weights and label == "weight_forms")}    # float vs block weights: the default run's question
 
 
+OUTPUTS = {"tool_rounds": (lambda r: r["rows"], "answer"), "guided": (lambda r: r["rows"], "output"),
+           "realworld": (lambda r: r["detail"]["results"], "output")}     # part -> (its items, an item's output)
+
+
 def agreement(first: dict, last: dict) -> dict:
-    """Per part with outputs, the fraction of items whose output is the same in two runs (e.g. two weight forms)."""
-    fields = {"tool_rounds": ("rows", "answer"), "guided": ("rows", "output")}
+    """Per part with outputs, how many items got the same output in two runs (e.g. two weight forms)."""
     out = {}
-    for label in first.keys() & last.keys():
-        if label in fields:
-            key, field = fields[label]
-            pairs = list(zip(first[label][key], last[label][key], strict=True))
-        elif label == "realworld":
-            pairs = list(zip(first[label]["detail"]["results"], last[label]["detail"]["results"], strict=True))
-            field = "output"
-        else:
-            continue
+    for label in OUTPUTS.keys() & first.keys() & last.keys():
+        items, field = OUTPUTS[label]
+        pairs = list(zip(items(first[label]), items(last[label]), strict=True))
         out[label] = {"identical": sum(a[field] == b[field] for a, b in pairs), "n": len(pairs)}
     return out
 

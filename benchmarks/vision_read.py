@@ -28,6 +28,7 @@ from openafm.models.vl_adapter import AdapterConfig, AdapterKind  # noqa: E402
 from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig  # noqa: E402
 from openafm.splits import Split  # noqa: E402
 from openafm.train.vision.read import ReadConfig, ReadHeads, read_accuracy, train_read  # noqa: E402
+from openafm.train.vision.tasks import chance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODER_DIM = 576          # the default model's width (the adapter is built, not trained, here)
@@ -70,10 +71,10 @@ def main() -> None:
         with looks_path.open("a") as f:
             f.write(json.dumps(looks[-1]) + "\n")
     final = looks[-1]
-    chance = {t.value: 1 / len(heads.heads[t.value].weight) for t, _ in config.tasks}
+    chances = {t.value: chance(t) for t, _ in config.tasks}
     emit({"command": "python benchmarks/vision_read.py " + " ".join(sys.argv[1:]), "encoder": "vision-small",
           "steps": args.steps, "batch": args.batch, "n": args.n, "threads": args.threads, "mode": "rapid",
-          "chance": chance, "curve": looks,
+          "chance": chances, "curve": looks,
           "final": {k: {"accuracy": v, "ci95": [round(x, 4) for x in wilson_interval(round(v * args.n), args.n)]}
                     for k, v in final["held_out"].items()},
           "cpu_hours": round(final["train_seconds"] * args.threads / 3600, 2)}, args.json)

@@ -90,5 +90,5 @@ def test_weights_name_their_own_backing_model_and_bad_ones_raise_naming_the_choi
     assert activations(exact) == {Activations.FLOAT32} and activations(rounded) == {Activations.INT8}
     answer = asyncio.run(fm.LanguageModelSession(model=rounded).respond("Name a colour.", options=GREEDY))
     assert answer.strip()
-    with pytest.raises(ValueError, match="weights='int4' is not a weight form; use one of .*'native-int8'"):
+    with pytest.raises(ValueError, match="weights='int4' is not a weights choice; use one of .*'native-int8'"):
         fm.SystemLanguageModel(weights="int4")

@@ -267,15 +267,20 @@ def _packed_kernel(value: str | None) -> PackedKernel | None:
     return PackedKernel(value)
 
 
+def parse_weights(value: Weights | str) -> Weights:
+    """A `weights=` value as a Weights; anything else raises naming it and the choices."""
+    try:
+        return Weights(value)
+    except ValueError:
+        raise ValueError(f"weights={value!r} is not a weights choice; use one of "
+                         f"{[w.value for w in Weights]}") from None
+
+
 def _weights(value: Weights | str, kind: SourceKind | None, dtype: torch.dtype, device: torch.device,
              name: str) -> Weights:
     """The weights choice resolved for this source: AUTO becomes NATIVE or DEQUANTIZED; a choice that
     cannot apply raises."""
-    try:
-        weights = Weights(value)
-    except ValueError:
-        raise ValueError(f"weights={value!r} is not a weights choice; use one of "
-                         f"{[w.value for w in Weights]}") from None
+    weights = parse_weights(value)
     gguf = kind in (SourceKind.GGUF, SourceKind.PACKAGED)
     runs_native = gguf and dtype == torch.float32 and device.type == "cpu"
     if weights is Weights.AUTO:

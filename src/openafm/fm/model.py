@@ -30,7 +30,7 @@ import json
 import threading
 import warnings
 
-from openafm.checkpoint.load import Weights, load_model
+from openafm.checkpoint.load import Weights, load_model, parse_weights
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.checkpoint.vision import TRAIN_HINT, packaged_tower, shipped_towers
 from openafm.errors import OpenAFMError
@@ -113,14 +113,6 @@ def _use_case(value) -> SystemLanguageModelUseCase:
     return SystemLanguageModelUseCase.GENERAL
 
 
-def _weights(value) -> Weights:
-    try:
-        return Weights(value)
-    except ValueError:
-        raise ValueError(f"weights={value!r} is not a weight form; use one of "
-                         f"{', '.join(repr(w.value) for w in Weights)}") from None
-
-
 class SystemLanguageModel:
     Adapter = Adapter
 
@@ -130,7 +122,7 @@ class SystemLanguageModel:
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS, draft: Draft | None = None,
                  resolution: Resolution | str = Resolution.BALANCED, weights: Weights | str = Weights.AUTO):
         use_case = _use_case(use_case)
-        self.weights = _weights(weights)
+        self.weights = parse_weights(weights)
         self.resolution = as_resolution(resolution)
         if draft is None and adapter is not None and adapter.draft_directory is not None:
             draft = Draft(adapter.draft_directory)              # an exported bundle brings its matched draft

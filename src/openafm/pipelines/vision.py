@@ -181,7 +181,6 @@ def read_phase(stage: VisionStage, tower: VisionTower, out: Path, seed: int) -> 
     heads = ReadHeads(tower.config.vision.width, config.tasks)
     history = train_read(tower, heads, config, checkpoint=out / READ_STATE_FILE, every=stage.checkpoint_every,
                          log=print)
-    tower.train()                                   # the answer phases train it on
     last = [r["loss"] for r in history[-50:]]
     return {"config": dict(stage.read), "steps": len(history),
             "step_seconds_sum": round(sum(r["seconds"] for r in history), 1),

@@ -32,6 +32,7 @@ from torch import nn
 from tqdm import tqdm
 
 from openafm.errors import ConfigError
+from openafm.io import atomic_write
 from openafm.models.image_views import Resolution, image_views
 from openafm.models.vlm import VisionTower
 from openafm.splits import Split
@@ -175,9 +176,7 @@ def _save(path: Path, config: ReadConfig, tower: VisionTower, heads: ReadHeads, 
     state = {"done": done, "history": history, "encoder": tower.encoder.state_dict(), "heads": heads.state_dict(),
              "opt": opt.state_dict(), "rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
              "config": repr(config)}
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)                # a kill leaves the previous checkpoint or this one, never half of one
+    atomic_write(path, lambda tmp: torch.save(state, tmp))     # a kill leaves the old checkpoint or this one
 
 
 def _resume(path: Path | None, config: ReadConfig, tower: VisionTower, heads: ReadHeads, opt,

@@ -109,14 +109,13 @@ def emoji_qa(split: Split, k: int = N_EMOJI, copies: int = 1, seed: int = 0) -> 
     """Every chosen emoji in every style of the split, as name-the-emoji questions; with copies > 1 each is also
     placed `copies - 1` more times at a random size and place (training augmentation)."""
     keys = set(emoji_classes(k))
-    styles = TRAIN_STYLES if split is Split.TRAIN else (HELD_OUT_STYLE,)
     rng = random.Random(seed + (0 if split is Split.TRAIN else HELD_OUT_SEED))
     out = []
-    for style in styles:
+    for style in _emoji_styles(split):
         s = _style(style)
         for i, key in enumerate(s.keys):
             if key in keys:
-                image = Image.fromarray(s.images[i].permute(1, 2, 0).numpy().astype(np.uint8))
+                image = _emoji_image(s, i)
                 out.append(QA(Task.NAME_EMOJI, image, s.names[i]))
                 out += [QA(Task.NAME_EMOJI, _placed(image, rng), s.names[i]) for _ in range(copies - 1)]
     return out
@@ -126,15 +125,22 @@ def placed_emoji_qa(split: Split, n: int, seed: int = 0, k: int = N_EMOJI) -> li
     """n name-the-emoji questions, each a chosen emoji in one of the split's styles placed at a random size and
     place (fresh images for every seed, where emoji_qa gives each image once)."""
     keys = set(emoji_classes(k))
-    styles = TRAIN_STYLES if split is Split.TRAIN else (HELD_OUT_STYLE,)
     rng = random.Random(seed + (0 if split is Split.TRAIN else HELD_OUT_SEED))
-    drawn = [(s, i) for s in (_style(style) for style in styles) for i, key in enumerate(s.keys) if key in keys]
+    drawn = [(s, i) for s in map(_style, _emoji_styles(split)) for i, key in enumerate(s.keys) if key in keys]
     out = []
     for _ in range(n):
         s, i = rng.choice(drawn)
-        image = Image.fromarray(s.images[i].permute(1, 2, 0).numpy().astype(np.uint8))
-        out.append(QA(Task.NAME_EMOJI, _placed(image, rng), s.names[i]))
+        out.append(QA(Task.NAME_EMOJI, _placed(_emoji_image(s, i), rng), s.names[i]))
     return out
+
+
+def _emoji_styles(split: Split) -> tuple[EmojiStyle, ...]:
+    return TRAIN_STYLES if split is Split.TRAIN else (HELD_OUT_STYLE,)
+
+
+def _emoji_image(s, i: int) -> Image.Image:
+    """Image i of an emoji ImageSet (uint8 [3, H, W] there) as a Pillow image."""
+    return Image.fromarray(s.images[i].permute(1, 2, 0).numpy().astype(np.uint8))
 
 
 def _families(split: Split) -> tuple[str, ...]:
@@ -195,6 +201,7 @@ def chance(task: Task, k: int = N_EMOJI) -> float:
     return 1.0 / len(labels(task, k))
 
 
+@functools.lru_cache(maxsize=None)
 def labels(task: Task, k: int = N_EMOJI) -> tuple[str, ...]:
     """Every answer a task's image can have (a refusal aside), in a fixed order: its classes."""
     if task is Task.NAME_EMOJI:

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from openafm.errors import ConfigError
+from openafm.io import atomic_write
 from openafm.models.image_views import Resolution, image_views
 from openafm.models.vlm import IMAGE_PLACEHOLDER, VisionTower, image_marker, split_markers
 from openafm.nn.kv import FreshKV, KeyLayout, LayerKV
@@ -209,9 +210,7 @@ class VLMTrainer:
         state = {"done": done, "history": history, "tower": self.tower.state_dict(), "opt": self.opt.state_dict(),
                  "align_opt": self.align_opt.state_dict(), "rng": self.rng.getstate(),
                  "torch_rng": torch.get_rng_state(), "config": repr(self.config)}
-        tmp = path.with_suffix(".tmp")
-        torch.save(state, tmp)
-        tmp.replace(path)                # a kill leaves the previous checkpoint or this one, never half of one
+        atomic_write(path, lambda tmp: torch.save(state, tmp))     # a kill leaves the old checkpoint or this one
 
     def _resume(self, path: Path | None) -> tuple[int, list[dict]]:
         if path is None or not path.is_file():
