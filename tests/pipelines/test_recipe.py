@@ -186,3 +186,22 @@ def test_hq_split_takes_top_scores_per_domain():
     del docs[9].meta["quality_score"]          # unscored (e.g. langid said non-English): never in hq
     unscored = {d.id for d in split_documents(docs, 1e-9, 0.3, ("code",))[Subset.HQ]}
     assert unscored == {f"general-{i}" for i in (6, 7, 8)} | {f"code-{i}" for i in range(10)}
+
+
+def test_a_run_dir_given_relative_is_reused_from_another_directory(tmp_path, monkeypatch):
+    spec = tiny_recipe(tmp_path)
+    spec["stages"] = spec["stages"][:2]                                # corpus, tok
+    spec["run_dir"] = "run"
+    monkeypatch.chdir(tmp_path)
+    first = run_recipe(recipe_from_dict(spec), log=lambda *_: None)
+    assert first["run_dir"] == str(tmp_path / "run")
+
+    # the next stage, started from elsewhere against the same run dir, reads the tokenizer the first run wrote
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    spec = tiny_recipe(tmp_path)
+    spec["stages"] = spec["stages"][:3]                                # + shards
+    spec["run_dir"] = "../run"
+    report = run_recipe(recipe_from_dict(spec), log=lambda *_: None)
+    assert [r["status"] for r in report["stages"]] == ["skipped", "skipped", "ran"]
+    assert report["stages"][2]["outputs"]["train"]["documents"] > 0

@@ -8,6 +8,7 @@ stage's outputs and wall time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -32,6 +33,9 @@ def run_recipe(recipe: Recipe, *, log=print) -> dict:
     # Tiny freshly initialised models produce denormal gradients whose CPU matmuls run ~15x slower (measured:
     # a 1.8M-parameter backward 4.3 s -> 0.3 s); flushing them to zero changes nothing above 1e-38.
     torch.set_flush_denormal(True)
+    # Stages record the paths they write as seen from here; an absolute run dir makes those paths hold from any
+    # working directory, so a later run (another worktree, a CI job) can reuse them.
+    recipe = dataclasses.replace(recipe, run_dir=str(Path(recipe.run_dir).resolve()))
     run_dir = Path(recipe.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     outputs: dict[str, dict] = {}
