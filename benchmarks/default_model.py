@@ -6,8 +6,9 @@ SmolLM2-135M-Instruct, and openafm-135m, made from it by recipes/default-model.y
 Parts (each item held out by construction: openafm.splits, tested in tests/test_heldout_disjoint.py):
     bfcl          BFCL simple / multiple / parallel, held-out question ids, constrained decoding (AST accuracy)
     tool_rounds   held-out tool families (data/tool_rounds.py) in an openafm.fm session with Apple's default
-                  tool_choice: success = exactly one call, the right tool and arguments, and an answer that
-                  contains the result's values
+                  tool_choice: success = the tool ran exactly once, the right tool and arguments, and an answer
+                  that contains the result's values; asked_once_right counts the model's own calls instead (a call
+                  it repeats is in the transcript though RepeatedCalls.REUSE does not run it again)
     guided        held-out @generable schemas (data/guided.py) through session.respond(json_schema=...): valid and
                   non-degenerate (eval/guided_quality.py: no empty strings, no repeated items, the asked count)
     realworld     check-jsonschema's SchemaStore schemas as a session decodes them (structured decoding, 400 tokens):
@@ -94,11 +95,13 @@ def harness_tasks(name: str, out: Path, limit: int, weights: str) -> dict:
 async def _tool_case(model, case) -> dict:
     session = fm.LanguageModelSession(model=model, tools=case.tools)
     answer = await session.respond(case.question, options=GREEDY)
-    calls = [(t.name, args) for t in case.tools for args in t.calls]
-    name, args = case.expected_call
-    once = len(calls) == 1 and calls[0] == (name, args)
+    calls = [(t.name, args) for t in case.tools for args in t.calls]          # the tools' runs
+    asked = [(c["name"], json.loads(c["arguments"])) for e in session.transcript.entries     # the model's calls,
+             for c in e.get("toolCalls", [])]                                               # repeats included
+    once = len(calls) == 1 and calls[0] == case.expected_call
     grounded = all(v.lower() in answer.lower() for v in case.result_values)
-    return {"where": case.where, "calls": calls, "answer": answer, "called_once_right": once,
+    return {"where": case.where, "calls": calls, "asked": asked, "answer": answer, "called_once_right": once,
+            "asked_once_right": len(asked) == 1 and asked[0] == case.expected_call,
             "grounded": grounded, "success": once and grounded}
 
 
@@ -109,8 +112,10 @@ def tool_rounds(name: str, n: int, weights: str) -> dict:
         rows.append(asyncio.run(_tool_case(model, case)))
     return {"success": rate(sum(r["success"] for r in rows), len(rows)),
             "called_once_right": rate(sum(r["called_once_right"] for r in rows), len(rows)),
+            "asked_once_right": rate(sum(r["asked_once_right"] for r in rows), len(rows)),
             "grounded": rate(sum(r["grounded"] for r in rows), len(rows)),
-            "mean_calls": sum(len(r["calls"]) for r in rows) / len(rows), "rows": rows}
+            "mean_calls": sum(len(r["calls"]) for r in rows) / len(rows),
+            "mean_asked": sum(len(r["asked"]) for r in rows) / len(rows), "rows": rows}
 
 
 def guided(name: str, n: int, weights: str) -> dict:

@@ -8,6 +8,7 @@ import pytest
 
 import openafm.fm as fm
 from openafm.checkpoint.packaged import RAW_MODEL
+from openafm.runtime.cancel import CancelToken
 from openafm.fm.tool import parse_tool_calls, tool_call_grammar, tool_calls_schema, tools_prompt
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -140,6 +141,38 @@ def test_a_repeated_call_reuses_its_result_then_the_model_answers():
 
     tool, session, _ = _ask_weather("call-again")                     # the SDK's way: the loop runs its course
     assert tool.calls == [{"city": "Paris"}] * 4 and len(_transcript_calls(session)) == 4
+
+
+def _one_round(repeated_calls: str, calls_text: str) -> tuple[Weather, fm.LanguageModelSession, list[dict], bool]:
+    """One round of calls answered as a session's worker thread answers them (tools run on the event loop)."""
+    tool = Weather(reply="Sunny")
+    session = fm.LanguageModelSession(tools=[tool], repeated_calls=repeated_calls)
+    entries: list[dict] = []
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        calls = parse_tool_calls(calls_text, session.tools)
+        return await loop.run_in_executor(None, session._answer_calls, calls_text, calls, {}, entries, loop,
+                                          CancelToken())
+    must_answer = asyncio.run(go())
+    return tool, session, entries, must_answer
+
+
+def test_a_call_listed_twice_in_one_round_runs_once_and_both_get_its_result():
+    """The held-out tool round trip's stock questions: the default model writes [IBM, IBM] in one round. With REUSE
+    the tool runs once; the transcript keeps both calls, each with the result; a new call is still made, so the
+    model is not forced to answer yet."""
+    text = ('<tool_call>[{"name": "get_weather", "arguments": {"city": "Oslo"}}, '
+            '{"name": "get_weather", "arguments": {"city": "Oslo"}}, '
+            '{"name": "get_weather", "arguments": {"city": "Rome"}}]</tool_call>')
+    tool, session, entries, must_answer = _one_round("reuse", text)
+    assert tool.calls == [{"city": "Oslo"}, {"city": "Rome"}] and not must_answer
+    assert [c["arguments"] for c in entries[0]["toolCalls"]] == [{"city": "Oslo"}] * 2 + [{"city": "Rome"}]
+    assert [e["contents"][0]["text"] for e in entries[1:]] == ["Sunny"] * 3
+    assert [m["role"] for m in session._messages[1:]] == ["assistant", "tool", "tool", "tool"]
+
+    tool, _, entries, _ = _one_round("call-again", text)                # the SDK's way: every call runs
+    assert tool.calls == [{"city": "Oslo"}] * 2 + [{"city": "Rome"}] and len(entries) == 4
 
 
 def test_repeated_calls_must_be_a_known_kind():

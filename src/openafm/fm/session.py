@@ -74,8 +74,9 @@ class LanguageModelSession:
                  repeated_calls: RepeatedCalls | str = RepeatedCalls.REUSE):
         """tool_choice (openafm extension): "auto" lets the model answer or call tools; "required" makes the
         first model turn of every request a tool call (later turns may answer). repeated_calls (openafm
-        extension, fm.RepeatedCalls): a call the model repeats within one request reuses its earlier result and
-        then the model must answer (REUSE, the default), or runs the tool again (CALL_AGAIN, the SDK's way)."""
+        extension, fm.RepeatedCalls): a call the model repeats within one request (in a later round, or twice in
+        one round) reuses its earlier result, and a round of only such repeats makes the model answer next (REUSE,
+        the default); or every call runs the tool again (CALL_AGAIN, the SDK's way)."""
         if tool_choice not in ("auto", "required"):
             raise ValueError(f"tool_choice={tool_choice!r} is not one of 'auto', 'required'")
         if tool_choice == "required" and not tools:
@@ -293,11 +294,12 @@ class LanguageModelSession:
     def _answer_calls(self, text: str, calls, answered: dict[str, str], entries: list[dict], loop,
                       cancel: CancelToken) -> bool:
         """Run a round's tool calls (concurrently) and add the calls and results to the messages and `entries`.
-        With RepeatedCalls.REUSE a call already answered in this request is not run again: its earlier result
-        is given again. -> whether every call of the round was such a repeat (the model must answer next)."""
+        With RepeatedCalls.REUSE a call already answered in this request, or made earlier in the same round, is
+        not run again: its result is given again (the transcript still shows every call the model made).
+        -> whether every call of the round repeated one answered before it (the model must answer next)."""
         keys = [call_key(t, a) for t, a in calls]
         reuse = self.repeated_calls is RepeatedCalls.REUSE
-        fresh = [i for i, k in enumerate(keys) if not (reuse and k in answered)]
+        fresh = [i for i, k in enumerate(keys) if not reuse or (k not in answered and k not in keys[:i])]
         for i, result in zip(fresh, _tool_results([calls[i] for i in fresh], loop, cancel) if fresh else [],
                              strict=True):
             answered[keys[i]] = result

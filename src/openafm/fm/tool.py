@@ -31,8 +31,8 @@ MAX_CALLS_PER_TURN = 4
 
 class RepeatedCalls(str, enum.Enum):
     """What a session does when the model asks again, in the same request, for a call it has already made (the same
-    tool with the same arguments) — the loop a small model falls into (openafm extension; the SDK has no such
-    option and behaves as CALL_AGAIN)."""
+    tool with the same arguments, in a later round or twice in one round) — the loop a small model falls into
+    (openafm extension; the SDK has no such option and behaves as CALL_AGAIN)."""
     REUSE = "reuse"              # the tool is not run again: its earlier result is given again (the transcript shows
                                  # the call and the result), and when every call of the round repeated, the model's
                                  # next turn must answer
