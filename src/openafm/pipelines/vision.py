@@ -6,13 +6,14 @@
       tower: {vision: vision-small, adapter: pixel-shuffle, hidden: 128}
       data: {per_task: 1500, emoji_copies: 8, absent: 0.15}
       read: {steps: 1500, batch: 40}                # first teach the encoder the labels (train/vision/read.py)
-      train: {align_steps: 1500, steps: 0}          # VLMTrainConfig keys; tasks: {read-word: 0.3, ...}
+      train: {align_steps: 1500, steps: 0, encoder: frozen}   # VLMTrainConfig keys; tasks: {read-word: 0.3, ...}
     - {name: answer, kind: vision, from: align, train: {align_steps: 0, steps: 600},
        install_dir: src/openafm/checkpoint/vision_weights}
 
 A stage continues the tower of an earlier vision stage (`from`, same decoder) or starts one (`model` + `tower`).
 With `read` steps it first trains the encoder alone to tell the tasks' labels apart on freshly rendered images
-(ReadConfig keys; tasks and mix spelled as in train), and records what its heads read on held-out images.
+(ReadConfig keys; tasks and mix spelled as in train), and records what its heads read on held-out images;
+`encoder: frozen` then keeps those features through the stage (only the adapter learns).
 Its training state is checkpointed inside the stage directory, so a killed run continues where it stopped. At the
 end it scores `eval` held-out questions per task (rapid mode) and writes tower.safetensors with a sidecar (the
 command, data, steps, seconds, figures); with install_dir it also installs them as the decoder's packaged tower.

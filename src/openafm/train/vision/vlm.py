@@ -14,6 +14,7 @@ head only at answer positions (the head is a fifth of SmolLM2's weights).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import random
 import time
@@ -33,12 +34,20 @@ from openafm.train.vision.mix import ResolutionMix
 from openafm.train.vision.tasks import QA, Task, is_correct, is_refusal
 
 
+class EncoderTraining(str, enum.Enum):
+    """Whether the tower's encoder learns in this stage (the adapter always does)."""
+    TRAINED = "trained"      # at encoder_lr in the answer phase, at lr in the alignment warm-up
+    FROZEN = "frozen"        # kept as it comes (e.g. after a reading phase, whose features the warm-up's lr
+                             # would otherwise overwrite); no gradients flow into it
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VLMTrainConfig:
     steps: int = 150
     batch: int = 8                      # examples per rapid-mode step (9 image tokens each)
     lr: float = 2e-3
     encoder_lr: float = 5e-4            # the encoder moves slower than the fresh adapter
+    encoder: EncoderTraining = EncoderTraining.TRAINED
     warmup: int = 10
     weight_decay: float = 0.01
     align_steps: int = 100              # contrastive warm-up against the decoder's embeddings (align_loss)
@@ -111,10 +120,14 @@ class VLMTrainer:
         self.eos = sorted(tokenizer.eos_token_ids)[0]
         self.rendered = {t: render(tokenizer, t) for t, _ in config.task_weights}
         self.prefix_kv = {t: PrefixKV.capture(decoder, torch.tensor([r.prefix])) for t, r in self.rendered.items()}
-        groups = [{"params": list(tower.adapter.parameters()), "lr": config.lr},
-                  {"params": list(tower.encoder.parameters()), "lr": config.encoder_lr}]
+        groups = [{"params": list(tower.adapter.parameters()), "lr": config.lr}]
+        if config.encoder is EncoderTraining.FROZEN:
+            tower.encoder.requires_grad_(False)
+        else:
+            groups.append({"params": list(tower.encoder.parameters()), "lr": config.encoder_lr})
         self.opt = torch.optim.AdamW(groups, weight_decay=config.weight_decay)
-        self.align_opt = torch.optim.AdamW(tower.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        learning = [p for p in tower.parameters() if p.requires_grad]
+        self.align_opt = torch.optim.AdamW(learning, lr=config.lr, weight_decay=config.weight_decay)
         self.rng = random.Random(config.seed)
 
     def loss(self, batch: list[QA], mode: Resolution) -> torch.Tensor:
@@ -185,6 +198,8 @@ class VLMTrainer:
         answers = {t: sorted({q.answer for q in pools[t]}) for t in tasks}
         done, history = self._resume(checkpoint)
         self.tower.train()
+        if c.encoder is EncoderTraining.FROZEN:
+            self.tower.encoder.eval()
         total = c.align_steps + c.steps
         bar = tqdm(range(done, total), desc="vlm", disable=log is None, initial=done, total=total)
         for step in bar:
