@@ -2,7 +2,8 @@
 read_state.pt) are scored on the encoder of each tower given, on fresh renderings of the TRAIN split (training fonts
 and styles, images never drawn in training: a validation look, no held-out image is used), next to the held-out
 answers the tower's stage recorded through the decoder (its sidecar's `held_out_rapid`, rapid mode) with 95% Wilson
-intervals.
+intervals. With --answers N, each tower also answers N questions per task (and N absent-object ones) of those
+validation renderings through its decoder: the look that chooses between towers without touching held-out images.
 
     python benchmarks/vision_carry.py --json --read-state runs/vision-read/stages/align/read_state.pt \\
         --towers after-answer=runs/vision-read/stages/answer/tower.safetensors
@@ -21,8 +22,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, log, parser  # noqa: E402
+from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.vision import load_tower  # noqa: E402
 from openafm.eval.report import wilson_interval  # noqa: E402
+from openafm.pipelines.vision import held_out_figures  # noqa: E402
 from openafm.splits import Split  # noqa: E402
 from openafm.train.vision.read import ReadHeads, read_accuracy  # noqa: E402
 from openafm.train.vision.tasks import Task  # noqa: E402
@@ -57,6 +60,9 @@ def main() -> None:
     p.add_argument("--read-state", required=True, help="a vision stage's read_state.pt (its reading phase)")
     p.add_argument("--towers", required=True, help="comma-separated label=tower.safetensors (each with its sidecar)")
     p.add_argument("--n", type=int, default=64, help="TRAIN-split renderings per task for the heads")
+    p.add_argument("--answers", type=int, default=0, help="validation questions per task each tower answers through "
+                                                           "its decoder (0: none)")
+    p.add_argument("--decoder", default="openafm-135m", help="the decoder the towers were trained against (--answers)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -70,10 +76,16 @@ def main() -> None:
     result = {"command": "python benchmarks/vision_carry.py " + " ".join(sys.argv[1:]), "split": "train (validation "
               f"renderings, seed {VALIDATION_SEED})", "n": args.n, "heads": {}, "towers": {}}
     result["heads"]["after-read"] = _heads(first, heads, tasks, args.n)
+    lm = load_model(args.decoder) if args.answers else None
     for label, path in towers.items():
         log(f"== {label}")
-        result["heads"][label] = _heads(load_tower(path), heads, tasks, args.n)
+        tower = load_tower(path)
+        result["heads"][label] = _heads(tower, heads, tasks, args.n)
         result["towers"][label] = stage_answers(Path(path))
+        if lm is not None:
+            looked = held_out_figures(lm, tower, list(Task), args.answers, VALIDATION_SEED, split=Split.TRAIN)
+            result["towers"][label]["validation_answers"] = {k: v.get("accuracy", v.get("refusal_rate"))
+                                                            for k, v in looked.items()}
     emit(result, args.json)
 
 

@@ -160,8 +160,12 @@ def training_pools(tasks: list[Task], data: VisionData, seed: int) -> dict:
     return pools
 
 
-def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: int) -> dict:
-    held = task_pools(Split.HELDOUT, n, seed)
+def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: int,
+                     split: Split = Split.HELDOUT) -> dict:
+    """Greedy answers through the decoder, rapid mode, to n questions per task of `split` (and n absent-object
+    questions): accuracy (refusal rate for absent), n and the first examples. TRAIN with a seed no training pool
+    draws is a validation look."""
+    held = task_pools(split, n, seed)
     figures = {}
     for task in tasks:
         a = answer_questions(lm.model, lm.tokenizer, tower, held[task][:n], Resolution.RAPID)
