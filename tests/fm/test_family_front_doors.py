@@ -68,7 +68,10 @@ def test_tool_round_trip_calls_once_then_answers(gguf_path):
     entries = session.transcript.entries
     calls = [e for e in entries if e["role"] == "response" and e.get("toolCalls")]
     outputs = [e for e in entries if e["role"] == "tool"]
-    assert len(calls) >= 1 and len(outputs) == len(tool.calls) and entries[-1]["role"] == "response"
+    asked = [c for e in calls for c in e["toolCalls"]]
+    assert len(calls) >= 1 and len(outputs) == len(asked) and entries[-1]["role"] == "response"   # each call answered
+    distinct = {(c["name"], json.dumps(json.loads(c["arguments"]), sort_keys=True)) for c in asked}
+    assert len(tool.calls) == len(distinct)             # RepeatedCalls.REUSE: a repeated call runs the tool once
 
 
 def test_serve_json_schema_is_valid(gguf_path):
