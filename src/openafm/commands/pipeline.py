@@ -14,8 +14,8 @@ examples:
                                                     -> eval -> continued pre-training -> context lengthening
   openafm pipeline recipes/posttrain-smollm2.yaml   post-training: synthetic data -> SFT -> RLOO -> evaluation
   openafm pipeline recipes/default-model.yaml       the default model, openafm-135m: synth -> SFT -> package
-  openafm pipeline recipes/vision-default.yaml      its vision tower: alignment -> answers, decoder frozen
-  openafm pipeline recipes/vision-read.yaml         a tower tried, not shipped: reading -> the same, encoder frozen
+  openafm pipeline recipes/vision-default.yaml      its vision tower: reading -> alignment -> answers, decoder and
+                                                    (after reading) encoder frozen
 """
 
 
