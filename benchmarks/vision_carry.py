@@ -66,9 +66,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    towers = dict(item.split("=", 1) for item in args.towers.split(",") if item.strip())
-    if not towers or any(not Path(v).is_file() for v in towers.values()):
+    items = [item.strip() for item in args.towers.split(",") if item.strip()]
+    if not items or any("=" not in item or not Path(item.split("=", 1)[1]).is_file() for item in items):
         raise SystemExit(f"--towers: give label=path pairs of existing tower files, got {args.towers!r}")
+    towers = dict(item.split("=", 1) for item in items)
     state = torch.load(args.read_state, weights_only=False)
     first = load_tower(next(iter(towers.values())))
     heads, tasks = heads_from(state, first.config.vision.width)
