@@ -123,10 +123,17 @@ class RowCache:
         self.lengths[row] = 0
 
     def move(self, src: int, dst: int) -> None:
-        """Copy row `src` into the free row `dst` and free `src` (keeps live rows packed at the front)."""
+        """Copy row `src` into the free row `dst` and free `src` (keeps live rows packed at the front).
+
+        Only `src`'s span (the slots [steps - length, steps)) is copied: every other slot of `dst` is masked by its
+        position (-1), whatever it holds. Copying whole rows (capacity slots of every layer) cost 1-2 ms alone, but
+        right after a step, with the kernel pool's idle workers still spinning, each of those large copies
+        (an OpenMP region per layer's tensor) waited for a core: 160-480 ms per move measured on 2 cores beside one
+        CPU-bound process, most of a batch's wall time when rows finish one by one."""
+        span = slice(self.steps - self.lengths[src], self.steps)
         for i in self.owners:
             for x in self.t[i]:
-                x[dst] = x[src]
+                x[dst, :, span] = x[src, :, span]
         self.pos[dst] = self.pos[src]
         self.lengths[dst], self.lengths[src] = self.lengths[src], 0
         self.pos[src] = -1
