@@ -25,7 +25,7 @@ from _common import emit, log, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.vision import load_tower  # noqa: E402
 from openafm.eval.report import wilson_interval  # noqa: E402
-from openafm.pipelines.vision import held_out_figures  # noqa: E402
+from openafm.pipelines.vision import headline_rates, held_out_figures  # noqa: E402
 from openafm.splits import Split  # noqa: E402
 from openafm.train.vision.read import ReadHeads, read_accuracy  # noqa: E402
 from openafm.train.vision.tasks import Task  # noqa: E402
@@ -46,8 +46,9 @@ def stage_answers(tower_path: Path) -> dict:
     """The held-out answers the tower's stage recorded (rapid mode), with 95% Wilson intervals."""
     sidecar = json.loads(tower_path.with_suffix(".json").read_text())
     out = {}
+    rates = headline_rates(sidecar["held_out_rapid"])
     for task, v in sidecar["held_out_rapid"].items():
-        rate = v.get("accuracy", v.get("refusal_rate"))
+        rate = rates[task]
         hits = round(rate * v["n"])
         lo, hi = wilson_interval(hits, v["n"])
         out[task] = {"rate": rate, "hits": hits, "n": v["n"], "ci95": [round(lo, 4), round(hi, 4)]}
@@ -85,8 +86,7 @@ def main() -> None:
         result["towers"][label] = stage_answers(Path(path))
         if lm is not None:
             looked = held_out_figures(lm, tower, list(Task), args.answers, VALIDATION_SEED, split=Split.TRAIN)
-            result["towers"][label]["validation_answers"] = {k: v.get("accuracy", v.get("refusal_rate"))
-                                                            for k, v in looked.items()}
+            result["towers"][label]["validation_answers"] = headline_rates(looked)
     emit(result, args.json)
 
 

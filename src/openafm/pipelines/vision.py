@@ -177,6 +177,11 @@ def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: in
     return figures
 
 
+def headline_rates(figures: dict) -> dict[str, float]:
+    """held_out_figures' one number per task: its accuracy, or for absent questions the refusal rate."""
+    return {k: v["refusal_rate"] if k == "absent" else v["accuracy"] for k, v in figures.items()}
+
+
 def read_phase(stage: VisionStage, tower: VisionTower, out: Path, seed: int) -> dict | None:
     """The stage's reading phase (train/vision/read.py) on the tower's encoder, if it has steps: its record for
     the sidecar (steps, seconds, the last losses, the heads' held-out accuracy per task)."""
@@ -228,7 +233,7 @@ def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
             shutil.copyfile(src, dest / Path(name).with_suffix(suffix))
         installed = str(dest / name)
     return {"tower": str(path), "decoder": decoder, "steps": len(history), "seconds": round(seconds, 1),
-            "held_out_rapid": {k: v.get("accuracy", v.get("refusal_rate")) for k, v in figures.items()},
+            "held_out_rapid": headline_rates(figures),
             "read_held_out_heads": None if read is None else {k: v["accuracy"]
                                                               for k, v in read["held_out_heads_rapid"].items()},
             "installed": installed}
