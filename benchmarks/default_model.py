@@ -99,10 +99,29 @@ async def _tool_case(model, case) -> dict:
     asked = [(c["name"], json.loads(c["arguments"])) for e in session.transcript.entries     # the model's calls,
              for c in e.get("toolCalls", [])]                                               # repeats included
     once = len(calls) == 1 and calls[0] == case.expected_call
-    grounded = all(v.lower() in answer.lower() for v in case.result_values)
+    missing = [v for v in case.result_values if v.lower() not in answer.lower()]
     return {"where": case.where, "calls": calls, "asked": asked, "answer": answer, "called_once_right": once,
             "asked_once_right": len(asked) == 1 and asked[0] == case.expected_call,
-            "grounded": grounded, "success": once and grounded}
+            "missing": missing, "grounded": not missing, "success": once and not missing}
+
+
+def miss_kinds(rows: list[dict]) -> dict[str, int]:
+    """Why the failed tool rounds failed, each counted once, in this order: the model asked for no call; it asked
+    for a wrong tool or arguments, or more than one call (`asked`, repeats included); the tool ran otherwise than
+    once and right (the framework's doing); the call was right but the answer drops a result value (`missing`)."""
+    kinds = {"no_call": 0, "wrong_or_extra_call": 0, "tool_not_run_once": 0, "answer_drops_a_value": 0}
+    for r in rows:
+        if r["success"]:
+            continue
+        if not r["asked"]:
+            kinds["no_call"] += 1
+        elif not r["asked_once_right"]:
+            kinds["wrong_or_extra_call"] += 1
+        elif not r["called_once_right"]:
+            kinds["tool_not_run_once"] += 1
+        else:
+            kinds["answer_drops_a_value"] += 1
+    return kinds
 
 
 def tool_rounds(name: str, n: int, weights: str) -> dict:
@@ -115,7 +134,7 @@ def tool_rounds(name: str, n: int, weights: str) -> dict:
             "asked_once_right": rate(sum(r["asked_once_right"] for r in rows), len(rows)),
             "grounded": rate(sum(r["grounded"] for r in rows), len(rows)),
             "mean_calls": sum(len(r["calls"]) for r in rows) / len(rows),
-            "mean_asked": sum(len(r["asked"]) for r in rows) / len(rows), "rows": rows}
+            "mean_asked": sum(len(r["asked"]) for r in rows) / len(rows), "misses": miss_kinds(rows), "rows": rows}
 
 
 def guided(name: str, n: int, weights: str) -> dict:
