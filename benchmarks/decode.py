@@ -34,7 +34,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, log, parser
+from _common import add_settle, emit, log, parser, settle
 from _decode_bench import (
     AGREEMENT_PROMPTS,
     PROMPT,
@@ -79,13 +79,14 @@ def rss_over_file_plus_kv(row: dict, file_bytes: int) -> float:
 
 
 def main() -> None:
-    p = parser(__doc__)
+    p = add_settle(parser(__doc__))
     p.add_argument("--tokens", type=int, default=64, help="new tokens per generation (exactly; EOS is ignored)")
     p.add_argument("--long-prompt", type=int, default=512, help="tokens of the long prompt (default 512)")
     p.add_argument("--agreement-tokens", type=int, default=32, help="greedy tokens per agreement prompt")
     p.add_argument("--only", choices=["llama-bench"], default=None, help="run only the llama-bench comparison")
     args = p.parse_args()
-    start, load_start = time.perf_counter(), os.getloadavg()[0]
+    load_start = settle(args.settle)
+    start = time.perf_counter()
     threads = torch.get_num_threads()
     gguf = default_gguf_path()
     if args.only == "llama-bench":

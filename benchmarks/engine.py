@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, log, median, parser  # noqa: E402
+from _common import add_settle, emit, log, median, parser, settle  # noqa: E402
 from speculative import PROMPTS  # noqa: E402
 
 import torch  # noqa: E402
@@ -156,7 +156,7 @@ def sessions_figures(n: int, new: int, rounds: int) -> dict:
 
 
 def main() -> None:
-    p = parser(__doc__)
+    p = add_settle(parser(__doc__))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--sessions", type=int, default=8, help="fm sessions responding at once (0: skip)")
@@ -164,7 +164,7 @@ def main() -> None:
     lm = openafm.load()
     prompts = [lm.encode(lm.chat_prompt(q)) for q in PROMPTS]
     engine = Engine(lm.model, lm.tokenizer, EngineConfig(max_batch=4, prefix_cache=0)).start()   # prefills alike
-    t0, load = time.perf_counter(), os.getloadavg()[0]
+    load, t0 = settle(args.settle), time.perf_counter()
     variants = {"engine": lambda ids: through_engine(engine, ids, args.new_tokens),
                 "generate": lambda ids: through_generate(lm, ids, args.new_tokens),
                 "bare_loop": lambda ids: through_bare_loop(lm, ids, args.new_tokens)}

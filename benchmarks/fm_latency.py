@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, log, median, parser
+from _common import add_settle, emit, log, median, parser, settle
 from _decode_measures import Weights, weight_format
 from openafm import fm
 
@@ -85,9 +85,10 @@ async def measure(model: fm.SystemLanguageModel, repeats: int) -> dict:
 
 
 def main() -> None:
-    p = parser(__doc__)
+    p = add_settle(parser(__doc__))
     args = p.parse_args()
-    start, load_start = time.perf_counter(), os.getloadavg()[0]
+    load_start = settle(args.settle)
+    start = time.perf_counter()
     models, unavailable = system_models()
     for fmt, why in unavailable.items():
         log(f"  {fmt}: asked by name: not available: {why}")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, interleaved, log, median, parser  # noqa: E402
+from _common import add_settle, emit, interleaved, log, median, parser, settle  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -54,10 +54,10 @@ def one_length(model, fused, t: int, repeats: int) -> dict:
 
 
 def main() -> None:
-    p = parser(__doc__)
+    p = add_settle(parser(__doc__))
     p.set_defaults(repeats=7)
     args = p.parse_args()
-    load = os.getloadavg()[0]
+    load = settle(args.settle)
     lm = openafm.load()
     fused = fused_decoder(lm.model)
     by_length = {}

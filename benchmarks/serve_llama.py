@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, log, median, parser  # noqa: E402
+from _common import add_settle, emit, log, median, parser, settle  # noqa: E402
 from _llama_bench import TOOLS  # noqa: E402
 from serve_load import MODEL, QUESTIONS, Server, load, wait_healthy  # noqa: E402
 
@@ -92,7 +92,7 @@ def level_figures(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    p = parser(__doc__)
+    p = add_settle(parser(__doc__))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
@@ -100,7 +100,8 @@ def main() -> None:
                    help="how openafm holds the GGUF's blocks: native (float32 activations) or native-int8 (activations "
                         "rounded to int8, as llama.cpp does); the latter writes serve_llama_int8.json")
     args = p.parse_args()
-    gguf, t0, load_avg = default_gguf_path(), time.perf_counter(), os.getloadavg()[0]
+    load_avg = settle(args.settle)
+    gguf, t0 = default_gguf_path(), time.perf_counter()
     ours = Server(8741, "--model", MODEL, "--max-batch", "16", "--threads", str(args.threads), "--weights", args.weights)
     theirs = LlamaServer(8742, gguf, args.threads)
     servers = {"openafm": ours.url, "llama_server": theirs.url}

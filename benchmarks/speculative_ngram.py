@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import emit, log, median, parser  # noqa: E402
+from _common import add_settle, emit, log, median, parser, settle  # noqa: E402
 from engine import decode_rates, interleaved_rounds, through_engine  # noqa: E402
 from speculative import PROMPTS  # noqa: E402
 
@@ -72,7 +72,7 @@ def workload(engines: dict, prompts: list[list[int]], new: int, rounds: int, tok
 
 
 def main() -> None:
-    p = parser(__doc__)
+    p = add_settle(parser(__doc__))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--new-tokens", type=int, default=96)
     args = p.parse_args()
@@ -80,7 +80,7 @@ def main() -> None:
     tok = lm.tokenizer
     engines = {name: Engine(lm.model, tok, EngineConfig(max_batch=4, speculate=kind)).start()
                for name, kind in (("plain", ProposerKind.OFF), ("ngram", ProposerKind.NGRAM))}
-    t0, load = time.perf_counter(), os.getloadavg()[0]
+    load, t0 = settle(args.settle), time.perf_counter()
     try:
         encode = lambda q: tok.encode(lm.chat_prompt(q))                 # noqa: E731
         log("copy-heavy prompts")
