@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(__file__))
 import torch  # noqa: E402
 
-from _common import emit, interleaved, log, median, parser  # noqa: E402
+from _common import add_settle, emit, interleaved, log, median, parser, settle  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.packaged import RAW_MODEL  # noqa: E402
 from openafm.train.config import Precision  # noqa: E402
@@ -51,10 +51,11 @@ def layer_step(precision: Precision, model, x: torch.Tensor):
 
 
 def main() -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = add_settle(parser(__doc__.splitlines()[0]))
     p.set_defaults(repeats=3)
     args = p.parse_args()
-    t0, load_avg = time.perf_counter(), os.getloadavg()[0]
+    load_avg = settle(args.settle)
+    t0 = time.perf_counter()
     torch.manual_seed(0)
     model = load_model(RAW_MODEL).model.requires_grad_(False)
     d, hidden = model.config.dim, model.layers[0].ffn.hidden

@@ -42,6 +42,9 @@ from openafm.data.tokenize_shards import tokenize_dir
 from openafm.data.pipeline.dedup import DedupStage
 from openafm.data.pipeline.executor import ExecutorConfig, ExecutorKind, open_executor
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import add_settle, settle  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "data_scale.json"
 PORT = 6391
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -213,9 +216,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="ray 1- and 2-worker builds each, interleaved (default 1)")
     ap.add_argument("--planted", type=int, default=200, help="planted copies of each kind (default 200)")
     ap.add_argument("--json", action="store_true", help=f"write {RESULTS.relative_to(RESULTS.parents[2])}")
-    args = ap.parse_args()
+    args = add_settle(ap).parse_args()
+    load = settle(args.settle)
     root = Path(tempfile.mkdtemp(prefix="data_scale-"))
-    t0, load = time.time(), os.getloadavg()[0]
+    t0 = time.time()
     runs: dict = {"local": build(root / "local", args.limit)}
     print("local", runs["local"]["wall_s"], "s", flush=True)
     for r in range(args.repeat):
