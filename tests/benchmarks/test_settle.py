@@ -22,20 +22,17 @@ def fake_clock(monkeypatch, common, loads: list[float]) -> list[float]:
     return slept
 
 
-def test_waits_until_the_load_falls_below_one_and_returns_it(monkeypatch, capsys):
+@pytest.mark.parametrize("loads, wait_s, started_at, slept, said", [
+    ([1.6, 1.3, 1.05, 0.8], 150, 0.8, [5, 5, 5], "waiting up to 150 s"),           # it falls below one: start
+    ([2.0], 12, 2.0, [5, 5, 2], "WARNING: starting at load average 2.00"),          # it does not: start, warned
+], ids=["waits-until-quiet", "gives-up-and-warns"])
+def test_waits_for_the_load_to_fall_below_one_at_most_the_given_seconds(monkeypatch, capsys, loads, wait_s,
+                                                                         started_at, slept, said):
     common = load_benchmark("_common")
-    slept = fake_clock(monkeypatch, common, [1.6, 1.3, 1.05, 0.8])
-    assert common.settle(150, poll_s=5) == 0.8
-    assert slept == [5, 5, 5]
-    assert "waiting up to 150 s" in capsys.readouterr().err
-
-
-def test_gives_up_after_the_wait_and_says_the_figures_are_taken_under_load(monkeypatch, capsys):
-    common = load_benchmark("_common")
-    slept = fake_clock(monkeypatch, common, [2.0])
-    assert common.settle(12, poll_s=5) == 2.0
-    assert slept == [5, 5, 2]
-    assert "WARNING: starting at load average 2.00" in capsys.readouterr().err
+    asked = fake_clock(monkeypatch, common, loads)
+    assert common.settle(wait_s, poll_s=5) == started_at
+    assert asked == slept
+    assert said in capsys.readouterr().err
 
 
 def test_a_quiet_machine_or_no_wait_starts_at_once(monkeypatch, capsys):
