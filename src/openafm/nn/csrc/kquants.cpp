@@ -68,6 +68,20 @@ inline __m256i group_codes(const uint8_t* blk, int g) {
     }
 }
 
+// Q4_K's group g as 4 x 8 floats: the low (g even) or high (g odd) nibbles of bytes 32 (g / 2) .. + 31, through
+// spread16 (the same codes as widen_u8(group_codes), four shuffles fewer).
+inline void q4k_group_f32(const uint8_t* blk, int g, __m256 wv[4]) {
+    const uint8_t* qs = blk + 16 + (g / 2) * 32;
+    __m256i a, b, c, d;
+    spread16(qs, a, b);
+    spread16(qs + 16, c, d);
+    if (g % 2 == 0) {
+        wv[0] = nibble_lo(a); wv[1] = nibble_lo(b); wv[2] = nibble_lo(c); wv[3] = nibble_lo(d);
+    } else {
+        wv[0] = nibble_hi(a); wv[1] = nibble_hi(b); wv[2] = nibble_hi(c); wv[3] = nibble_hi(d);
+    }
+}
+
 // Float32 activations: y[m, o] = sum over groups of scale * (q . x) (Q6_K: per half group), minus the mins
 // times the activations' group sums xs (block_sums).
 template <Format F, int FM>
@@ -87,6 +101,7 @@ void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, flo
             for (int g = 0; g < 8; ++g) {
                 __m256 wv[4];
                 if constexpr (F == Format::Q6_K) widen_s8(group_codes<F>(blk, g), wv);
+                else if constexpr (F == Format::Q4_K) q4k_group_f32(blk, g, wv);
                 else widen_u8(group_codes<F>(blk, g), wv);
                 for (int64_t m = 0; m < M; ++m) {
                     const float* xb = x + (m0 + m) * n + sb * QK + g * G;     // [32]

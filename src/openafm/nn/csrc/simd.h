@@ -82,22 +82,31 @@ static inline __m256i dot_ss(__m256i a, __m256i b) {
 static inline __m256 bytes_u8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v8)); }
 static inline __m256 bytes_s8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v8)); }
 
-// A Q4 block's 16 bytes of nibbles -> its 32 codes as 4 x 8 floats (w[0] codes 0..7: the low nibbles of bytes
-// 0..7, w[1] 8..15, w[2] 16..23: the high nibbles of bytes 0..7, w[3] 24..31). The 16 bytes are read into both
-// 128-bit lanes; one byte shuffle per 8 bytes zero-extends them to 32-bit lanes, where a mask gives the low
-// nibble and a shift the high one (4 shuffles and 2 byte shifts fewer than widening each group by vpmovzx).
-static inline void nibbles_f32(const uint8_t* p, __m256 w[4]) {
+// 16 bytes read into both 128-bit lanes and zero-extended to 32-bit lanes by one byte shuffle per 8 bytes:
+// lo holds bytes 0..7, hi bytes 8..15 (in order). Their low nibbles are a mask away (nibble_lo), their high ones
+// a shift (nibble_hi): cheaper than splitting the nibbles first and widening each group by vpmovzx, which needs
+// two more shuffles and two byte shifts per 32 codes on the shuffle port.
+static inline void spread16(const uint8_t* p, __m256i& lo, __m256i& hi) {
     const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i first = _mm256_setr_epi8(0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1, -1, -1,
-                                           4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7, -1, -1, -1);
-    const __m256i second = _mm256_setr_epi8(8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11, -1, -1, -1,
-                                            12, -1, -1, -1, 13, -1, -1, -1, 14, -1, -1, -1, 15, -1, -1, -1);
-    const __m256i mask = _mm256_set1_epi32(0x0F);
-    const __m256i a = _mm256_shuffle_epi8(v, first), b = _mm256_shuffle_epi8(v, second);
-    w[0] = _mm256_cvtepi32_ps(_mm256_and_si256(a, mask));
-    w[1] = _mm256_cvtepi32_ps(_mm256_and_si256(b, mask));
-    w[2] = _mm256_cvtepi32_ps(_mm256_srli_epi32(a, 4));
-    w[3] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+    lo = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1, -1, -1,
+                                                 4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7, -1, -1, -1));
+    hi = _mm256_shuffle_epi8(v, _mm256_setr_epi8(8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11, -1, -1, -1,
+                                                 12, -1, -1, -1, 13, -1, -1, -1, 14, -1, -1, -1, 15, -1, -1, -1));
+}
+
+static inline __m256 nibble_lo(__m256i spread) {
+    return _mm256_cvtepi32_ps(_mm256_and_si256(spread, _mm256_set1_epi32(0x0F)));
+}
+
+static inline __m256 nibble_hi(__m256i spread) { return _mm256_cvtepi32_ps(_mm256_srli_epi32(spread, 4)); }
+
+// A Q4_0 / Q4_1 block's 16 bytes of nibbles -> its 32 codes as 4 x 8 floats: w[0] codes 0..7 (the low nibbles of
+// bytes 0..7), w[1] 8..15, w[2] 16..23 (the high nibbles of bytes 0..7), w[3] 24..31.
+static inline void nibbles_f32(const uint8_t* p, __m256 w[4]) {
+    __m256i lo, hi;
+    spread16(p, lo, hi);
+    w[0] = nibble_lo(lo); w[1] = nibble_lo(hi);
+    w[2] = nibble_hi(lo); w[3] = nibble_hi(hi);
 }
 
 // 32 byte codes -> 4 x 8 floats (w[0] values 0..7, ..., w[3] values 24..31).
