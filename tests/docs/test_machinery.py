@@ -80,14 +80,15 @@ def test_agrees_rounds_to_the_typed_decimals(typed, value, percent, expected):
 
 
 def test_problems_name_the_line_and_what_is_wrong():
-    page = ("fine: **0.90×**<!-- result: decode_llama_bench.json llama_bench/q4_1/openafm_decode_ratio -->\n"
-            "wrong: 0.80×<!-- result: decode_llama_bench.json llama_bench/q4_1/openafm_decode_ratio -->\n"
+    value = at("decode_llama_bench.json", "llama_bench/q4_1/openafm_decode_ratio")     # the file as it is now
+    page = (f"fine: **{value:.2f}×**<!-- result: decode_llama_bench.json llama_bench/q4_1/openafm_decode_ratio -->\n"
+            f"wrong: {value + 0.1:.2f}×<!-- result: decode_llama_bench.json llama_bench/q4_1/openafm_decode_ratio -->\n"
             "no key: 1<!-- result: decode.json no/such/key -->\n"
             "no number: <!-- result: decode.json threads -->\n")
     found = problems(page)
     assert len(found) == 3, found
     assert found[0].startswith("line 4: a result citation without a number")
-    assert "line 2: 0.80 does not agree with decode_llama_bench.json" in found[1]
+    assert f"line 2: {value + 0.1:.2f} does not agree with decode_llama_bench.json" in found[1]
     assert "line 3: decode.json: no key 'no'" in found[2]
 
 
