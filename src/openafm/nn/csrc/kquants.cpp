@@ -94,6 +94,7 @@ void rows_f32(const Weight& w, const float* x, const std::vector<float>& xs, flo
     Scales s;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
+        prefetch_row(w.data, w.row_bytes, o, o1 - 1);
         for (int64_t m = 0; m < M; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
         for (int64_t sb = 0; sb < nsb; ++sb) {
             const uint8_t* blk = wr + sb * bytes;
@@ -130,6 +131,7 @@ void rows_int8(const Weight& w, const QActs& a, float* y, int64_t m0, int64_t o0
     Scales s;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
+        prefetch_row(w.data, w.row_bytes, o, o1 - 1);
         for (int64_t m = 0; m < M; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
         for (int64_t sb = 0; sb < nsb; ++sb) {
             const uint8_t* blk = wr + sb * bytes;

@@ -78,6 +78,7 @@ static void packed_rows(const Weight& w, const QActs& a, float* y, int64_t m0, i
     const float zshift = BITS == 8 ? 128.f : 0.f;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
+        prefetch_row(w.data, w.row_bytes, o, o1 - 1);
         __m256 acc[FM];
         for (int m = 0; m < FM; ++m) acc[m] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
@@ -99,6 +100,7 @@ static void block_rows(const Weight& w, const QActs& a, float* y, int64_t m0, in
     const int64_t nb = a.nb, bb = block_shape(F).bytes;
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
+        prefetch_row(w.data, w.row_bytes, o, o1 - 1);
         __m256 acc[FM];
         float extra[FM];              // Q4_0: -8 d sum(x); Q4_1: m sum(x)
         for (int m = 0; m < FM; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
@@ -161,6 +163,7 @@ static void block_rows_f32(const Weight& w, const float* x, const std::vector<fl
     const float* st = xs.data() + m0 * nb;        // [FM, nb]
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
+        prefetch_row(w.data, w.row_bytes, o, o1 - 1);
         __m256 acc[FM];
         float extra[FM];                          // Q4_0: -8 d sum(x); Q4_1: m sum(x)
         for (int r = 0; r < FM; ++r) { acc[r] = _mm256_setzero_ps(); extra[r] = 0.f; }

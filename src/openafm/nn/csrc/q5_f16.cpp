@@ -31,6 +31,7 @@ void q5_block_rows(const Weight& w, const float* x, const QActs& a, const std::v
     float extra[FM];
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
+        prefetch_row(w.data, w.row_bytes, o, o1 - 1);
         for (int64_t m = 0; m < M; ++m) { acc[m] = _mm256_setzero_ps(); extra[m] = 0.f; }
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* blk = wr + b * bytes;
@@ -77,6 +78,7 @@ void half_rows_of(const Weight& w, const float* x, float* y, int64_t m0, int64_t
     __m256 acc[FM];
     for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* wr = w.data + o * w.row_bytes;
+        prefetch_row(w.data, w.row_bytes, o, o1 - 1);
         for (int64_t m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
         for (int64_t i = 0; i < n8; i += 8) {
             const __m256 wv = widen16<F>(wr + 2 * i);
