@@ -187,6 +187,7 @@ static void f32_rows(const Weight& w, const float* x, float* y, int64_t M, int64
     const int64_t n = w.in, n8 = n / 8 * 8;
     for (int64_t o = o0; o < o1; ++o) {
         const float* wr = w.f32 + o * n;
+        prefetch_row(reinterpret_cast<const uint8_t*>(w.f32), n * 4, o, o1 - 1);
         int64_t m = 0;
         // Four rows per weight load (speculative scoring passes several tokens); each row sums in the same
         // order as the one-row loop below, so a row's result is bit-identical however many rows there are.
