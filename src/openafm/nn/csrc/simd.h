@@ -47,6 +47,9 @@ static inline float half(const uint8_t* p) {
 }
 
 static inline int load32(const uint8_t* p) { int v; std::memcpy(&v, p, 4); return v; }
+static inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+static inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
 // A weight's rows stream from the last-level cache (a model's layers do not fit the per-core caches, and each is read
 // once per token): a row kernel asks for the row PREFETCH_ROWS ahead of the one it multiplies (capped at its own last
 // row, `last`). Measured on a 30-layer Q4_1 model's matrices: 8% less time per token than the hardware prefetcher
@@ -58,9 +61,6 @@ static inline void prefetch_row(const uint8_t* data, int64_t row_bytes, int64_t 
     const char* ahead = reinterpret_cast<const char*>(data + std::min(o + PREFETCH_ROWS, last) * row_bytes);
     for (int64_t off = 0; off < row_bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
 }
-
-static inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-static inline __m256i load256(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // 32 unsigned 4-bit codes from 16 bytes: low nibbles are values 0..15, high nibbles 16..31 (ggml and pack.py).
 static inline __m256i nibbles(const uint8_t* p) {
@@ -99,7 +99,7 @@ static inline __m256 bytes_s8(__m128i v8) { return _mm256_cvtepi32_ps(_mm256_cvt
 // a shift (nibble_hi): cheaper than splitting the nibbles first and widening each group by vpmovzx, which needs
 // two more shuffles and two byte shifts per 32 codes on the shuffle port.
 static inline void spread16(const uint8_t* p, __m256i& lo, __m256i& hi) {
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i v = _mm256_broadcastsi128_si256(load128(p));
     lo = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1, -1, -1,
                                                  4, -1, -1, -1, 5, -1, -1, -1, 6, -1, -1, -1, 7, -1, -1, -1));
     hi = _mm256_shuffle_epi8(v, _mm256_setr_epi8(8, -1, -1, -1, 9, -1, -1, -1, 10, -1, -1, -1, 11, -1, -1, -1,
