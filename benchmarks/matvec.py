@@ -37,6 +37,11 @@ BLOCK = {"Q4_0": (32, 18, 2), "Q4_1": (32, 20, 4), "Q8_0": (32, 34, 2), "Q4_K": 
 ROWS = (1, 4)
 
 
+def kquant_width(inp: int) -> int:
+    """The K-quants' input width for `--in`: inp x 8/3 rounded down to whole super-blocks of 256 (576 -> 1536)."""
+    return inp * 8 // 3 // 256 * 256
+
+
 def worker(out: int, inp: int, threads: int, repeats: int) -> dict:
     """Every (format, activations, rows) timed with the kernels this interpreter imports -> {key: {s, checksum}}."""
     import torch
@@ -46,7 +51,7 @@ def worker(out: int, inp: int, threads: int, repeats: int) -> dict:
     result = {}
     for name in FORMATS:
         values, nbytes, scales = BLOCK[name]
-        n_in = inp if values == 32 else inp * 8 // 3 // 256 * 256
+        n_in = inp if values == 32 else kquant_width(inp)
         blocks = n_in // values
         data = torch.randint(0, 256, (out, blocks, nbytes), dtype=torch.uint8,
                              generator=torch.Generator().manual_seed(0))
@@ -117,8 +122,12 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.out, args.inp, args.threads, args.repeats)))
         return
-    if args.inp % 32 or args.out < 1 or args.rounds < 1:
-        raise SystemExit(f"--in {args.inp} must be a multiple of 32, --out {args.out} and --rounds {args.rounds} >= 1")
+    if args.inp % 32 or kquant_width(args.inp) < 256:
+        raise SystemExit(f"--in {args.inp}: use a multiple of 32 of at least 96 (the K-quants run --in x 8/3 rounded "
+                         f"down to super-blocks of 256)")
+    for name in ("out", "rounds", "repeats", "threads"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name} {getattr(args, name)}: use an integer >= 1")
     load, t0 = settle(args.settle), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="openafm-matvec-") as tmp:
         trees = {"this": ROOT / "src"}
