@@ -12,7 +12,8 @@ The integer kernels quantize the activations per block of 32 to int8 (scale = ma
 the way llama.cpp feeds its integer dot products, and multiply with `maddubs` (u8 x s8 -> s16 pairs) and
 `madd` (-> s32); this adds ~0.5% relative error per product for Gaussian activations, more where a block
 holds an outlier (K-quants too: their sub-blocks sit inside the blocks of 32). Block formats can instead take the activations in float32 (`Activations.FLOAT32`):
-each block's codes are widened to float and multiplied exactly, then scaled. Work is split over a small
+each block's codes are widened to float and multiplied exactly, then scaled (Q8_0's on 512-bit registers where the
+CPU has AVX-512: `KernelIsa`). Work is split over a small
 pool of threads that spin briefly, then yield, then sleep (csrc/pool.cpp), and the same kernels run the
 fused decode step (csrc/decode_step.cpp, runtime/fused_step.py).
 
@@ -34,8 +35,8 @@ from pathlib import Path
 
 import torch
 
-SOURCES = ("matvec.cpp", "kquants.cpp", "q5_f16.cpp", "dequantize.cpp", "pool.cpp", "decode_step.cpp",
-           "bindings.cpp")
+SOURCES = ("matvec.cpp", "matvec512.cpp", "kquants.cpp", "q5_f16.cpp", "dequantize.cpp", "pool.cpp",
+           "decode_step.cpp", "bindings.cpp")
 HEADERS = ("kernels.h", "simd.h", "decode_step.h")
 _module = None
 
@@ -66,6 +67,31 @@ class Activations(enum.Enum):
     INT8 = "int8"         # activations rounded to int8 per block of 32 first (llama.cpp's scheme): integer
                           # dot products, faster, and ~0.5% relative error per product (tokens may differ).
                           # F16 / BF16 matrices have no integer codes: they always take float32 activations.
+
+
+class KernelIsa(enum.Enum):
+    """The instruction set of the float32-activation Q8_0 kernel (every other kernel is AVX2)."""
+
+    AVX2 = "avx2"
+    AVX512 = "avx512"     # AVX-512 F/BW/DQ/VL (csrc/matvec512.cpp): the default where the CPU has them
+
+
+def kernel_isa() -> KernelIsa:
+    return KernelIsa(load_kernel().kernel_isa())
+
+
+def set_kernel_isa(isa: KernelIsa) -> KernelIsa:
+    """Choose the float32-activation Q8_0 kernel's instruction set for this process (benchmarks, and tests of the
+    AVX2 path on an AVX-512 CPU) -> the one it replaces. The two differ in the last bits of each output (another
+    summation order); within one, a row's result does not depend on its batch. AVX512 on a CPU without it raises."""
+    if not isinstance(isa, KernelIsa):
+        raise ValueError(f"isa={isa!r} is not one of {[k.value for k in KernelIsa]}")
+    kernel = load_kernel()
+    before = KernelIsa(kernel.kernel_isa())
+    if isa is KernelIsa.AVX512 and kernel.best_isa() != "avx512":
+        raise KernelUnavailableError("this CPU lacks AVX-512 F/BW/DQ/VL: the kernels run AVX2 only")
+    kernel.set_kernel_isa(isa.value)
+    return before
 
 
 # Block format -> (values per block, bytes per block); a row of n values takes n / values * bytes bytes.

@@ -65,6 +65,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     using openafm::DecodeStep;
     m.def("matvec", &openafm::matvec, "a weight in its stored format times a few rows");
     m.def("dequantize", &openafm::dequantize, "block-format rows -> float32");
+    m.def("kernel_isa", [] { return openafm::kernel_isa() == openafm::Isa::AVX512 ? "avx512" : "avx2"; },
+          "the instruction set of the float32-activation Q8_0 kernel");
+    m.def("best_isa", [] { return openafm::best_isa() == openafm::Isa::AVX512 ? "avx512" : "avx2"; },
+          "the widest instruction set this CPU gives that kernel");
+    m.def("set_kernel_isa", [](const std::string& name) {
+        if (name != "avx2" && name != "avx512")
+            throw std::invalid_argument("kernel isa " + name + " is not one of avx2, avx512");
+        openafm::set_kernel_isa(name == "avx512" ? openafm::Isa::AVX512 : openafm::Isa::AVX2);
+    }, "choose that kernel's instruction set (avx512 raises on a CPU without it)");
     py::class_<DecodeStep>(m, "DecodeStep")
         .def(py::init<int64_t, int64_t, int64_t, int64_t, double, int64_t>())
         .def("add_layer", &DecodeStep::add_layer)

@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -236,6 +237,25 @@ void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<
     else block_sums(x, M, w.in, xs);
 }
 
+Isa best_isa() {
+    static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    return avx512 ? Isa::AVX512 : Isa::AVX2;
+}
+
+static std::atomic<int> isa_{-1};         // -1: not chosen yet (best_isa() on first use)
+
+Isa kernel_isa() {
+    const int v = isa_.load(std::memory_order_relaxed);
+    return v < 0 ? best_isa() : static_cast<Isa>(v);
+}
+
+void set_kernel_isa(Isa isa) {
+    if (isa == Isa::AVX512 && best_isa() != Isa::AVX512)
+        throw std::invalid_argument("this CPU lacks AVX-512 F/BW/DQ/VL: the kernels can run AVX2 only");
+    isa_.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
 template <Format F>
 static void block_dispatch(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
                            int64_t M, int64_t o0, int64_t o1) {
@@ -243,6 +263,8 @@ static void block_dispatch(const Weight& w, const float* x, const QActs& qa, con
         in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
             block_rows<F, decltype(fm)::value>(w, qa, y, m0, a, b);
         });
+    else if (F == Format::Q8_0 && kernel_isa() == Isa::AVX512)
+        q8_0_rows_f32_avx512(w, x, y, M, o0, o1);
     else
         in_tiles<8>(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
             block_rows_f32<F, decltype(fm)::value>(w, x, xs, y, m0, a, b);
