@@ -15,6 +15,8 @@
    seconds (target >= 2.5x), and every concurrent answer must equal its sequential one. The engine's prefix
    cache is emptied before each round, so a round's sessions share only what their prompts share (the chat
    template's system prompt), never a whole prompt remembered from an earlier round.
+3. A speculative step of 8 rows where one row feeds 4 guesses: the padded pass (8 x 5 tokens) against the ragged
+   one the engine runs (5 + 7 tokens), `ragged_over_padded`, with the same logits on the fed slots.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from openafm.runtime.engine import Engine, EngineConfig, RowRequest  # noqa: E40
 from openafm.runtime.fused_step import StepKind, choose_step  # noqa: E402
 from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
 from openafm.runtime.kv_cache import KVCache  # noqa: E402
+from openafm.runtime.row_cache import RowCache  # noqa: E402
 
 QUESTIONS = ["What is the capital of France?", "Name three colours.", "Write a haiku about the sea.",
              "Who wrote Hamlet?", "Give me a tip for sleeping well.", "What is a prime number?",
@@ -155,6 +158,40 @@ def sessions_figures(n: int, new: int, rounds: int) -> dict:
                          "wall_s": {k: [round(x["wall_s"], 2) for x in xs] for k, xs in runs.items()}}}
 
 
+def ragged_step_figures(lm, rounds: int, rows: int = 8, guesses: int = 4) -> dict:
+    """A speculative step of `rows` rows at context 30 where one row feeds `guesses` guesses and the others none:
+    the padded pass (every row `1 + guesses` slots) against the ragged one (the tokens fed only), interleaved;
+    same logits on the fed slots."""
+    fused = choose_step(StepKind.FUSED, lm.model, KVCache(lm.model.kv_plan, batch_size=1, capacity=8))[0]
+    t = 1 + guesses
+    seconds: dict[str, list[float]] = {"padded": [], "ragged": []}
+    same = True
+    for r in range(rounds + 1):                                             # round 0: warm-up, alike
+        out = {}
+        for name in seconds:
+            cache = RowCache(lm.model.kv_plan, rows=rows, capacity=64, max_capacity=64, dtype=torch.float32,
+                             device=torch.device("cpu"))
+            with torch.inference_mode():
+                for s in range(30):                                         # 30 steps of context per row
+                    cache.reserve(rows, 1)
+                    fused(torch.full((rows, 1), 100 + s), cache.view(rows), torch.full((rows, 1), s))
+                cache.reserve(rows, t)
+                ids = torch.arange(rows * t).reshape(rows, t) + 200                                   # [rows, t]
+                pos = torch.full((rows, t), -1)
+                pos[:, 0], pos[0] = 30, torch.arange(30, 30 + t)
+                start = time.perf_counter()
+                if name == "padded":
+                    out[name] = fused.rows(ids, cache.view(rows), pos)[pos >= 0]
+                else:
+                    out[name] = fused.ragged(ids, cache.view(rows), pos, pos >= 0)
+                if r:
+                    seconds[name].append(time.perf_counter() - start)
+        same = same and torch.equal(out["padded"], out["ragged"])
+    ms = {name: round(1e3 * median(xs), 1) for name, xs in seconds.items()}
+    return {"ragged_step": {"rows": rows, "guesses_of_one_row": guesses, "ms": ms, "same_logits": same},
+            "ragged_over_padded": round(ms["padded"] / ms["ragged"], 2)}
+
+
 def main() -> None:
     p = add_settle(parser(__doc__))
     p.add_argument("--rounds", type=int, default=5)
@@ -191,6 +228,7 @@ def main() -> None:
                           "is itself the engine now)"}
     if args.sessions:
         result.update(sessions_figures(args.sessions, args.new_tokens, args.rounds))
+    result.update(ragged_step_figures(lm, args.rounds))
     result.update(seconds=round(time.perf_counter() - t0), command="python benchmarks/engine.py --json")
     emit(result, args.json)
     if args.json:

@@ -235,3 +235,29 @@ def test_prefill_in_one_pass_equals_the_graph(name):
         long = torch.arange(1, 21)[None]
         with pytest.raises(ValueError, match="would wrap"):
             fused.prefill(long, KVCache(model.kv_plan, batch_size=1, capacity=40), torch.arange(20)[None])
+
+
+@pytest.mark.parametrize("name", [n for n in TINY_PRESETS if why_not_fused(make_tiny(n)) is None])
+def test_a_ragged_pass_equals_the_padded_one_on_its_real_tokens(name):
+    """The engine's speculative step: rows feeding 1 and 3 tokens, padding skipped, logits of the chosen slots
+    only, give bit for bit what the padded pass gives on those slots (and the same K/V)."""
+    model = make_tiny(name)
+    ids = torch.tensor([PROMPTS[0], [0] * 5 + PROMPTS[1]])
+    pos = torch.tensor([list(range(7)), [-1] * 5 + [0, 1]])
+    feed, feed_pos = torch.tensor([[11, 0, 0], [14, 15, 16]]), torch.tensor([[7, -1, -1], [2, 3, 4]])
+    want = torch.tensor([[True, False, False], [False, False, True]])       # some of the fed slots
+    caches = [KVCache(model.kv_plan, batch_size=2, capacity=12) for _ in range(2)]
+    fused = fused_decoder(model)
+    with torch.inference_mode():
+        for cache in caches:
+            model(ids, cache=cache, positions=pos)
+        padded = fused.rows(feed, caches[0], feed_pos)                                          # [2, 3, V]
+        ragged = fused.ragged(feed, caches[1], feed_pos, want)                                  # [2, V]
+    assert torch.equal(ragged, padded[want])
+    real = (feed_pos >= 0)[:, None, :, None]                                 # [2, 1, 3, 1] over [B, Hkv, S, Dh]
+    for a, b in zip(caches[0].layers, caches[1].layers, strict=True):
+        if a is not None:                                                    # padding slots are never read
+            new_a, new_b = a.k.data[:, :, 7:10], b.k.data[:, :, 7:10]
+            assert torch.equal(torch.where(real, new_a, 0), torch.where(real, new_b, 0))
+    with pytest.raises(ValueError, match="padding slot"):
+        fused.ragged(feed, caches[1], feed_pos, torch.ones(2, 3, dtype=torch.bool))

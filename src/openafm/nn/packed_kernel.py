@@ -11,11 +11,11 @@ Q4_1 / Q5_1; the K-quants Q4_K, Q5_K, Q6_K: super-blocks of 256 with 6- or 8-bit
 The integer kernels quantize the activations per block of 32 to int8 (scale = max|x| / 127 per block),
 the way llama.cpp feeds its integer dot products, and multiply with `maddubs` (u8 x s8 -> s16 pairs) and
 `madd` (-> s32); this adds ~0.5% relative error per product for Gaussian activations, more where a block
-holds an outlier (K-quants too: their sub-blocks sit inside the blocks of 32). Block formats can instead take the activations in float32 (`Activations.FLOAT32`):
-each block's codes are widened to float and multiplied exactly, then scaled (Q8_0's on 512-bit registers where the
-CPU has AVX-512: `KernelIsa`). Work is split over a small
-pool of threads that spin briefly, then yield, then sleep (csrc/pool.cpp), and the same kernels run the
-fused decode step (csrc/decode_step.cpp, runtime/fused_step.py).
+holds an outlier (K-quants too: their sub-blocks sit inside the blocks of 32). Block formats can instead take the
+activations in float32 (`Activations.FLOAT32`): each block's codes are widened to float and multiplied exactly,
+then scaled (Q8_0's on 512-bit registers where the CPU has AVX-512: `KernelIsa`). Work is split over a small pool
+of threads that spin briefly, then yield, then sleep (csrc/pool.cpp), and the same kernels run the fused decode
+step (csrc/decode_step.cpp, runtime/fused_step.py).
 
 The extension is compiled on first use into ~/.cache/openafm/kernels/<hash of the sources> (or under
 $OPENAFM_KERNEL_CACHE) and reused; building needs a C++ compiler (g++) and the Python headers. A build killed

@@ -28,7 +28,8 @@ them in that one step (as guesses that cannot fail).
 Speculation (a request's or the engine's `speculate`, runtime.proposers): a row may bring guesses of the tokens
 after its next one — the tokens its grammar forces (certain), else its proposer's (n-gram lookup or a draft
 model) — fed in the same step
-(every row then writes 1 + longest-guess slots; shorter rows pad). The step scores every slot, and each row
+(every row then writes 1 + longest-guess slots; shorter rows pad, and the fused step skips the padding: one ragged
+pass over the tokens fed). The step scores every fed slot, and each row
 chooses along its slots exactly as it would one step at a time, continuing while its choice equals the guess fed
 next (sample-then-compare: the same tokens for greedy rows, the same distribution for sampled ones); the slots of
 rejected guesses become holes in the row cache. Adaptive: per step, the engine weighs the tokens each row is
@@ -334,8 +335,9 @@ class Engine:
         with torch.inference_mode():
             if fused is not None and t == 1:
                 logits = fused(ids, view, pos)[:, None]                                             # [n, 1, V]
-            elif fused is not None and fused.can_step_rows(view, t):
-                logits = fused.rows(ids, view, pos)                                                 # [n, t, V]
+            elif fused is not None and fused.can_step_rows(view, t):    # one ragged pass: padding not computed
+                fed = pos >= 0                                                                      # [n, t]
+                logits = list(fused.ragged(ids, view, pos, fed).split(fed.sum(1).tolist()))    # n x [1 + g_r, V]
             else:
                 logits = self.model(ids, cache=view, positions=pos, logits=Logits.LAST if t == 1 else Logits.ALL)
         self._costs.observe(n, t, time.perf_counter() - start)

@@ -11,9 +11,10 @@ with the eager step on every supported family.
 What it does not run (the eager step does, and `why_not_fused` says which applies): PT-MoE tracks and
 MoE layers, dtypes other than float32, devices other than the CPU, packed layers set to
 PackedKernel.TORCH, and forwards of more than one token per row (prefill, fast-forwarded tokens) except
-`verify` (the few tokens of one sequence that speculative decoding scores in one pass), `rows` (a few tokens
-of each row of a batch: the engine's speculative step) and `prefill` (a short prompt chunk of one sequence, the
-head run on its last token only: the engine prefills chunks of up to FUSED_PREFILL_MAX tokens this way).
+`verify` (the few tokens of one sequence that speculative decoding scores in one pass), `rows` (T tokens of
+each row of a batch, padding included), `ragged` (any number of tokens per row, padding skipped, logits of the
+chosen slots only: the engine's speculative step, whose rows guess unequal numbers of tokens) and `prefill` (a
+short prompt chunk of one sequence, the head run on its last token only).
 """
 
 from __future__ import annotations
@@ -218,6 +219,22 @@ class FusedDecoder:
         x = self.model.embed_tokens(ids).reshape(b * t, -1).float()                   # [B*T, D]
         logits = self._native(cache, positions, lambda step: self.native.rows(x, positions.reshape(-1), step, t))
         return logits.reshape(b, t, -1)                                                # [B, T, V]
+
+    def ragged(self, ids: torch.Tensor, cache, positions: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+        """ids, positions [B, T] (position -1: padding, not computed), want [B, T] bool: the slots whose logits
+        return. Each token sees its row's cache and the row's tokens in earlier slots; rows may feed any number of
+        tokens (the engine's speculative step: a row with 4 guesses beside rows with none costs 5 + (B - 1) tokens,
+        not 5 B) -> logits [K, V] of the wanted slots, row-major."""
+        b, t = ids.shape
+        real = positions >= 0                                                          # [B, T]
+        if bool((want & ~real).any()):
+            raise ValueError("ragged: logits were asked of a padding slot (position -1)")
+        self._check_pass(cache, t, "ragged step")
+        rows, offsets = real.nonzero(as_tuple=True)                                    # [M], row-major
+        heads = want[rows, offsets].nonzero(as_tuple=True)[0]                          # [K] into the M tokens
+        x = self.model.embed_tokens(ids[rows, offsets][None])[0].float()               # [M, D]
+        flat = positions[rows, offsets]
+        return self._native(cache, positions, lambda step: self.native.ragged(x, flat, rows, offsets, step, heads))
 
     def prefill(self, ids: torch.Tensor, cache, positions: torch.Tensor) -> torch.Tensor:
         """ids [1, T], positions [1, T]: T prompt tokens of one sequence in one pass (`rows`' pass, with the head run on

@@ -83,5 +83,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         .def("verify", &DecodeStep::verify, py::call_guard<py::gil_scoped_release>())
         .def("rows", &DecodeStep::rows, py::call_guard<py::gil_scoped_release>())
         .def("prefill", &DecodeStep::prefill, py::call_guard<py::gil_scoped_release>())
+        .def("ragged", &DecodeStep::ragged, py::call_guard<py::gil_scoped_release>())
         .def_property_readonly("threads", &DecodeStep::threads);
 }

@@ -193,7 +193,7 @@ void DecodeStep::rope(float* x, int64_t heads, const int64_t* pos, int64_t M, in
 }
 
 // Write the new token's K and V (rows of qkv after the H query heads) into the layer's slot.
-void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, int64_t T) {
+void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, const Pass& pass) {
     LayerCache& c = caches_[index];
     const int64_t stride = (h_ + 2 * hkv_) * dh_, S = c.k.size(2);
     const bool int8 = c.k_scale.defined();
@@ -202,8 +202,8 @@ void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0
         for (int64_t m = 0; m < M; ++m) {
             for (int64_t hh = 0; hh < hkv_; ++hh) {
                 const float* src = qkv + m * stride + (h_ + which * hkv_ + hh) * dh_;
-                const int64_t step = t0 + m % T, slot = c.ring ? step % c.ring : step;
-                const int64_t row = m / T;                      // token m is row m / T's (m % T)-th
+                const int64_t step = t0 + pass.off[m], slot = c.ring ? step % c.ring : step;
+                const int64_t row = pass.row[m];
                 const int64_t at = ((row * hkv_ + hh) * S + slot) * dh_;
                 if (!int8) {
                     std::copy(src, src + dh_, dst.data_ptr<float>() + at);
@@ -223,10 +223,12 @@ void DecodeStep::store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0
 
 // One query per row and head over the visible slots of the layer's K/V source.
 void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M,
-                        int64_t t0, int64_t T, float* out) {
+                        int64_t t0, const Pass& pass, float* out) {
     const int64_t src = layer.owns_kv ? index : layer.kv_source;
     const LayerCache& c = caches_[src];
-    const int64_t S = c.k.size(2), last = t0 + T;
+    int64_t last = t0 + 1;                                 // the latest step any token of the pass sees
+    for (int64_t m = 0; m < M; ++m) last = std::max(last, t0 + pass.off[m] + 1);
+    const int64_t S = c.k.size(2);
     const int64_t most = c.ring ? std::min(last, c.ring) : last;
     const int64_t groups = h_ / hkv_, qstride = layer.owns_kv ? (h_ + 2 * hkv_) * dh_ : h_ * dh_;
     const bool int8 = c.k_scale.defined();
@@ -243,8 +245,8 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
     pool_.parallel_range(M * h_, 1, [&](int64_t j0, int64_t j1) {
         std::vector<float> p(most);
         for (int64_t j = j0; j < j1; ++j) {
-            const int64_t m = j / h_, hh = j % h_, g = hh / groups, row = m / T;
-            const int64_t upto = t0 + m % T + 1;               // a row's token sees the steps up to its own
+            const int64_t m = j / h_, hh = j % h_, g = hh / groups, row = pass.row[m];
+            const int64_t upto = t0 + pass.off[m] + 1;         // a row's token sees the steps up to its own
             const int64_t visible = c.ring ? std::min(upto, c.ring) : upto;
             const float* qv = q + m * qstride + hh * dh_;
             const int64_t base = (row * hkv_ + g) * S;
@@ -273,30 +275,60 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
     });
 }
 
+Pass DecodeStep::grid(int64_t rows, int64_t per_row) {
+    Pass p;
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t t = 0; t < per_row; ++t) { p.row.push_back(r); p.off.push_back(t); }
+    return p;
+}
+
 torch::Tensor DecodeStep::step(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
-    return run(x_in, positions, t0, 1, Head::ALL);
+    return run(x_in, positions, t0, grid(x_in.size(0), 1));
 }
 
 // M tokens of one sequence (a cache of one row) at steps t0..t0+M-1, each seeing the ones before it: the
 // target's scoring pass of speculative decoding. Rings must not wrap within the pass (the caller checks).
 torch::Tensor DecodeStep::verify(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
-    return run(x_in, positions, t0, x_in.size(0), Head::ALL);
+    return run(x_in, positions, t0, grid(1, x_in.size(0)));
 }
 
 // T tokens of each of B rows at steps t0..t0+T-1 (rows that feed fewer pad with position -1): the engine's
 // speculative step over a batch. Rings must not wrap within the pass (the caller checks).
 torch::Tensor DecodeStep::rows(torch::Tensor x_in, torch::Tensor positions, int64_t t0, int64_t T) {
     TORCH_CHECK(T >= 1 && x_in.size(0) % T == 0, "rows: x must hold B rows of T tokens each");
-    return run(x_in, positions, t0, T, Head::ALL);
+    return run(x_in, positions, t0, grid(x_in.size(0) / T, T));
 }
 
 // T prompt tokens of one sequence (a cache of one row) at steps t0..t0+T-1: verify's pass, with the head run on
 // the last token only (prefill needs no other logits) -> logits [1, V].
 torch::Tensor DecodeStep::prefill(torch::Tensor x_in, torch::Tensor positions, int64_t t0) {
-    return run(x_in, positions, t0, x_in.size(0), Head::LAST);
+    Pass p = grid(1, x_in.size(0));
+    p.heads = {x_in.size(0) - 1};
+    return run(x_in, positions, t0, p);
 }
 
-torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64_t t0, int64_t T, Head head) {
+// Tokens of any rows, each at its own offset: only the tokens fed are computed (rows(...) computes padding too).
+// Rings must not wrap within the pass (the caller checks).
+torch::Tensor DecodeStep::ragged(torch::Tensor x_in, torch::Tensor positions, torch::Tensor rows,
+                                 torch::Tensor offsets, int64_t t0, torch::Tensor heads) {
+    const int64_t M = x_in.size(0);
+    auto r = rows.to(torch::kInt64).contiguous(), o = offsets.to(torch::kInt64).contiguous();
+    auto h = heads.to(torch::kInt64).contiguous();
+    TORCH_CHECK(r.numel() == M && o.numel() == M && positions.numel() == M, "ragged: one row, offset and position "
+                "per token");
+    Pass p;
+    p.row.assign(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + M);
+    p.off.assign(o.data_ptr<int64_t>(), o.data_ptr<int64_t>() + M);
+    p.heads.assign(h.data_ptr<int64_t>(), h.data_ptr<int64_t>() + h.numel());
+    TORCH_CHECK(!p.heads.empty(), "ragged: ask for at least one token's logits");
+    for (size_t k = 0; k < p.heads.size(); ++k)
+        TORCH_CHECK(p.heads[k] >= 0 && p.heads[k] < M && (k == 0 || p.heads[k] > p.heads[k - 1]),
+                    "ragged: heads must be ascending token indices below ", M);
+    for (int64_t m = 0; m < M; ++m) TORCH_CHECK(p.off[m] >= 0, "ragged: offsets must be >= 0");
+    return run(x_in, positions, t0, p);
+}
+
+torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64_t t0, const Pass& pass) {
     TORCH_CHECK(x_in.dtype() == torch::kFloat32 && x_in.dim() == 2 && x_in.size(1) == dim_, "x must be float32 [B, D]");
     TORCH_CHECK(!caches_.empty(), "bind_cache before step");
     std::lock_guard<std::mutex> lock(busy_);
@@ -321,9 +353,9 @@ torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64
         if (l.k_norm.defined()) head_norm(a.data(), l.k_norm, h_, hkv_, M, stride);
         if (l.rope) rope(a.data(), l.owns_kv ? h_ + hkv_ : h_, qpos, M, stride);
         if (l.owns_kv) {
-            store_kv(i, a.data(), M, t0, T);
+            store_kv(i, a.data(), M, t0, pass);
         }
-        attend(l, i, a.data(), qpos, M, t0, T, o.data());
+        attend(l, i, a.data(), qpos, M, t0, pass, o.data());
         linear(l.attn_out, o.data(), M, y.data());
         for (int64_t j = 0; j < M * dim_; ++j) xp[j] += y[j];
         rms_norm(xp, l.ffn_norm, xn.data(), M);
@@ -337,10 +369,11 @@ torch::Tensor DecodeStep::run(torch::Tensor x_in, torch::Tensor positions, int64
         linear(l.down, hid.data(), M, y.data());
         for (int64_t j = 0; j < M * dim_; ++j) xp[j] += y[j];
     }
-    if (head == Head::LAST) {                          // each row's last token: rows T-1, 2T-1, ...
-        const int64_t B = M / T;
-        for (int64_t r = 0; r < B; ++r) std::copy_n(xp + (r * T + T - 1) * dim_, dim_, xp + r * dim_);
-        M = B;
+    if (!pass.heads.empty()) {                         // only these tokens' logits (ascending: copies never clobber)
+        const int64_t K = (int64_t)pass.heads.size();
+        for (int64_t k = 0; k < K; ++k)
+            if (pass.heads[k] != k) std::copy_n(xp + pass.heads[k] * dim_, dim_, xp + k * dim_);
+        M = K;
     }
     rms_norm(xp, final_norm_, xn.data(), M);
     auto logits = torch::empty({M, head_.w.out}, x.options());

@@ -33,6 +33,12 @@ struct LayerCache {                                      // the storage of one o
     int64_t ring = 0;                                    // ring window (0: full buffer)
 };
 
+// Where the M tokens of one pass sit: token m is row row[m]'s token at step t0 + off[m] (it sees that row's cache
+// and the row's tokens at earlier offsets); `heads` lists the tokens whose logits return, ascending (empty: all).
+struct Pass {
+    std::vector<int64_t> row, off, heads;
+};
+
 class DecodeStep {
 public:
     DecodeStep(int64_t dim, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, double eps, int64_t threads);
@@ -53,15 +59,20 @@ public:
     torch::Tensor rows(torch::Tensor x, torch::Tensor positions, int64_t step, int64_t per_row);
     // x [T, D] T prompt tokens of ONE sequence at steps step..step+T-1 -> logits [1, V] of the last one only.
     torch::Tensor prefill(torch::Tensor x, torch::Tensor positions, int64_t step);
+    // x [M, D]: M tokens of any rows, token m at row rows[m], step step + offsets[m] (a row's offsets 0, 1, ...;
+    // rows may feed different numbers of tokens, and none is padding) -> logits [K, V] of the tokens `heads`
+    // (ascending indices into the M): the engine's speculative step, whose rows guess unequal numbers of tokens.
+    torch::Tensor ragged(torch::Tensor x, torch::Tensor positions, torch::Tensor rows, torch::Tensor offsets,
+                         int64_t step, torch::Tensor heads);
     int64_t threads() const { return pool_.size(); }
 
 private:
     void linear(const Linear& l, const float* x, int64_t M, float* y);
-    enum class Head { ALL, LAST };                     // logits for every token, or each row's last token
-    torch::Tensor run(torch::Tensor x, torch::Tensor positions, int64_t step, int64_t per_row, Head head);
+    static Pass grid(int64_t rows, int64_t per_row);   // rows x per_row tokens, row-major, every logit
+    torch::Tensor run(torch::Tensor x, torch::Tensor positions, int64_t step, const Pass& pass);
     void attend(const Layer& layer, int64_t index, const float* q, const int64_t* qpos, int64_t M, int64_t t0,
-                int64_t per_row, float* out);
-    void store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, int64_t per_row);
+                const Pass& pass, float* out);
+    void store_kv(int64_t index, const float* qkv, int64_t M, int64_t t0, const Pass& pass);
     void rms_norm(const float* x, const torch::Tensor& w, float* y, int64_t M) const;
     void head_norm(float* x, const torch::Tensor& w, int64_t first, int64_t heads, int64_t M, int64_t stride) const;
     void rope(float* x, int64_t heads, const int64_t* pos, int64_t M, int64_t stride) const;
