@@ -189,19 +189,25 @@ def test_qwen_attention_features_run_fused_and_equal_eager(features, base):
     assert stats.step == "fused" and fused == eager
 
 
+def prompts_in_two_caches(model) -> tuple[list[KVCache], object]:
+    """Two caches each holding PROMPTS (the second row left-padded), and the model's fused step."""
+    ids = torch.tensor([PROMPTS[0], [0] * 5 + PROMPTS[1]])
+    pos = torch.tensor([list(range(7)), [-1] * 5 + [0, 1]])
+    caches = [KVCache(model.kv_plan, batch_size=2, capacity=12) for _ in range(2)]
+    with torch.inference_mode():
+        for cache in caches:
+            model(ids, cache=cache, positions=pos)
+    return caches, fused_decoder(model)
+
+
 @pytest.mark.parametrize("name", [n for n in TINY_PRESETS if why_not_fused(make_tiny(n)) is None])
 def test_several_tokens_per_row_in_one_pass_equal_one_at_a_time(name):
     """The engine's speculative step: T tokens of each row (the second row padded) in one fused pass give the
     logits and K/V of feeding them one step at a time."""
     model = make_tiny(name)
-    ids = torch.tensor([PROMPTS[0], [0] * 5 + PROMPTS[1]])
-    pos = torch.tensor([list(range(7)), [-1] * 5 + [0, 1]])
     feed, feed_pos = torch.tensor([[11, 12, 13], [14, 15, 0]]), torch.tensor([[7, 8, 9], [2, 3, -1]])
-    caches = [KVCache(model.kv_plan, batch_size=2, capacity=12) for _ in range(2)]
-    fused = fused_decoder(model)
+    caches, fused = prompts_in_two_caches(model)
     with torch.inference_mode():
-        for cache in caches:
-            model(ids, cache=cache, positions=pos)
         together = fused.rows(feed, caches[0], feed_pos)                                        # [2, 3, V]
         apart = torch.stack([fused(feed[:, j:j + 1], caches[1], feed_pos[:, j:j + 1]) for j in range(3)], 1)
     real = feed_pos >= 0
@@ -242,15 +248,10 @@ def test_a_ragged_pass_equals_the_padded_one_on_its_real_tokens(name):
     """The engine's speculative step: rows feeding 1 and 3 tokens, padding skipped, logits of the chosen slots
     only, give bit for bit what the padded pass gives on those slots (and the same K/V)."""
     model = make_tiny(name)
-    ids = torch.tensor([PROMPTS[0], [0] * 5 + PROMPTS[1]])
-    pos = torch.tensor([list(range(7)), [-1] * 5 + [0, 1]])
     feed, feed_pos = torch.tensor([[11, 0, 0], [14, 15, 16]]), torch.tensor([[7, -1, -1], [2, 3, 4]])
     want = torch.tensor([[True, False, False], [False, False, True]])       # some of the fed slots
-    caches = [KVCache(model.kv_plan, batch_size=2, capacity=12) for _ in range(2)]
-    fused = fused_decoder(model)
+    caches, fused = prompts_in_two_caches(model)
     with torch.inference_mode():
-        for cache in caches:
-            model(ids, cache=cache, positions=pos)
         padded = fused.rows(feed, caches[0], feed_pos)                                          # [2, 3, V]
         ragged = fused.ragged(feed, caches[1], feed_pos, want)                                  # [2, V]
     assert torch.equal(ragged, padded[want])
