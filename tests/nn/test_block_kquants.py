@@ -2,10 +2,10 @@
 against a float64 product of gguf-py's dequantized weights, batches against single rows, C++ dequantize
 against gguf-py bit for bit, the layers, and the errors for bad shapes."""
 
-import gguf
 import numpy as np
 import pytest
 import torch
+from block_codes import gguf_reference, random_blocks
 
 from openafm.checkpoint.gguf import GGMLType
 from openafm.checkpoint.gguf.quantize import quantize
@@ -15,30 +15,8 @@ from openafm.nn.packed_kernel import BLOCK_SHAPES, Activations, WeightFormat, de
 NEW = [WeightFormat.Q4_K, WeightFormat.Q5_K, WeightFormat.Q6_K, WeightFormat.Q5_0, WeightFormat.Q5_1,
        WeightFormat.F16, WeightFormat.BF16]
 INTEGER = [f for f in NEW if f not in (WeightFormat.F16, WeightFormat.BF16)]
-# Offsets of each format's float16 fields in a block (scales / minima), set to sane values in random blocks.
-HALF_FIELDS = {WeightFormat.Q4_K: (0, 2), WeightFormat.Q5_K: (0, 2), WeightFormat.Q6_K: (208,),
-               WeightFormat.Q5_0: (0,), WeightFormat.Q5_1: (0, 2),
-               WeightFormat.Q8_0: (0,), WeightFormat.Q4_0: (0,), WeightFormat.Q4_1: (0, 2)}
 # Every block format (the first three are test_block_linear's).
 ALL = [WeightFormat.Q8_0, WeightFormat.Q4_0, WeightFormat.Q4_1, *NEW]
-
-
-def gguf_reference(raw: np.ndarray, fmt: WeightFormat, shape: tuple[int, int]) -> np.ndarray:
-    return np.asarray(gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[fmt.name]), np.float32).reshape(shape)
-
-
-def random_blocks(fmt: WeightFormat, out: int, n: int, seed: int = 0) -> torch.Tensor:
-    """uint8 [out, row bytes]: random bytes (every code, scale and bit pattern) with finite float16 fields."""
-    g = np.random.default_rng(seed)
-    values, nbytes = BLOCK_SHAPES[fmt]
-    if fmt in (WeightFormat.F16, WeightFormat.BF16):   # real numbers of either width
-        w = g.standard_normal((out, n)).astype(np.float32)
-        raw = quantize(w, GGMLType[fmt.name])
-        return torch.from_numpy(raw.copy())
-    raw = g.integers(0, 256, (out * n // values, nbytes), dtype=np.uint8)
-    for at in HALF_FIELDS[fmt]:
-        raw[:, at:at + 2] = g.uniform(0.001, 0.05, raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
-    return torch.from_numpy(raw.reshape(out, -1).copy())
 
 
 def width(fmt: WeightFormat) -> int:

@@ -1,15 +1,15 @@
-"""The float32-activation Q8_0 kernel on each instruction set this CPU runs (AVX2 always, AVX-512 where it has it):
-each against a float64 product of gguf-py's dequantized weights, batches bit-identical to single rows, and the
-switch's errors."""
+"""The float32-activation kernels that have an AVX-512 form (Q8_0, Q5_0, Q5_1) on each instruction set this CPU runs
+(AVX2 always, AVX-512 where it has it): each against a float64 product of gguf-py's dequantized weights, batches
+bit-identical to single rows, the two sets agreeing to rounding, and the switch's errors."""
 
-import gguf
-import numpy as np
 import pytest
 import torch
+from block_codes import gguf_reference, random_blocks
 
 from openafm.nn.packed_kernel import (Activations, KernelIsa, WeightFormat, kernel_isa, load_kernel, matvec,
                                       set_kernel_isa, weight_spec)
 
+FORMATS = [WeightFormat.Q8_0, WeightFormat.Q5_0, WeightFormat.Q5_1]
 AVAILABLE = [KernelIsa.AVX2] + ([KernelIsa.AVX512] if load_kernel().best_isa() == "avx512" else [])
 
 
@@ -20,24 +20,16 @@ def isa(request):
     set_kernel_isa(before)
 
 
-def q8_0_blocks(out: int, n: int, seed: int) -> np.ndarray:
-    """uint8 [out, n / 32 * 34]: random int8 codes with sane float16 scales."""
-    g = np.random.default_rng(seed)
-    raw = g.integers(0, 256, (out * n // 32, 34), dtype=np.uint8)
-    raw[:, 0:2] = g.uniform(0.001, 0.05, raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
-    return raw.reshape(out, -1)
+def spec_and_weight(fmt: WeightFormat, out: int, n: int, seed: int) -> tuple[tuple, torch.Tensor]:
+    raw = random_blocks(fmt, out, n, seed=seed)
+    w = torch.from_numpy(gguf_reference(raw.numpy(), fmt, (out, n))).double()
+    return weight_spec(fmt, out, n, raw, activations=Activations.FLOAT32), w
 
 
-def spec_and_weight(out: int, n: int, seed: int) -> tuple[tuple, torch.Tensor]:
-    raw = q8_0_blocks(out, n, seed)
-    w = np.asarray(gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q8_0), np.float32).reshape(out, n)
-    spec = weight_spec(WeightFormat.Q8_0, out, n, torch.from_numpy(raw.copy()), activations=Activations.FLOAT32)
-    return spec, torch.from_numpy(w).double()
-
-
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
 @pytest.mark.parametrize("rows", [1, 3, 8, 9, 17])
-def test_each_isa_matches_a_float64_product(isa, rows):
-    spec, w = spec_and_weight(40, 576, seed=rows)
+def test_each_isa_matches_a_float64_product(isa, fmt, rows):
+    spec, w = spec_and_weight(fmt, 40, 576, seed=rows)
     x = torch.randn(rows, 576, generator=torch.Generator().manual_seed(rows))
     y = matvec(x, spec)
     assert kernel_isa() is isa
@@ -47,19 +39,21 @@ def test_each_isa_matches_a_float64_product(isa, rows):
 
 
 # Tiles of 8 rows: these counts leave every remainder 1..7 after whole tiles.
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
 @pytest.mark.parametrize("rows", [2, 9, 11, 6, 15, 20, 13, 8])
-def test_each_isa_gives_a_row_the_same_bits_in_a_batch_and_alone(isa, rows):
-    spec, _ = spec_and_weight(70, 160, seed=1)                 # 70 outputs: whole and partial runs of 32
+def test_each_isa_gives_a_row_the_same_bits_in_a_batch_and_alone(isa, fmt, rows):
+    spec, _ = spec_and_weight(fmt, 70, 160, seed=1)                 # 70 outputs: whole and partial runs of 32
     x = torch.randn(rows, 160, generator=torch.Generator().manual_seed(5))
     together = matvec(x, spec)
     alone = torch.cat([matvec(x[i:i + 1], spec) for i in range(rows)])
     assert torch.equal(together, alone)
 
 
-def test_the_isas_agree_to_rounding():
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_the_isas_agree_to_rounding(fmt):
     if len(AVAILABLE) < 2:
         pytest.skip("this CPU has no AVX-512: one instruction set to compare")
-    spec, _ = spec_and_weight(64, 576, seed=7)
+    spec, _ = spec_and_weight(fmt, 64, 576, seed=7)
     x = torch.randn(4, 576, generator=torch.Generator().manual_seed(7))
     out = {}
     for isa in AVAILABLE:

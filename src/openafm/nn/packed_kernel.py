@@ -13,9 +13,9 @@ the way llama.cpp feeds its integer dot products, and multiply with `maddubs` (u
 `madd` (-> s32); this adds ~0.5% relative error per product for Gaussian activations, more where a block
 holds an outlier (K-quants too: their sub-blocks sit inside the blocks of 32). Block formats can instead take the
 activations in float32 (`Activations.FLOAT32`): each block's codes are widened to float and multiplied exactly,
-then scaled (Q8_0's on 512-bit registers where the CPU has AVX-512: `KernelIsa`). Work is split over a small pool
-of threads that spin briefly, then yield, then sleep (csrc/pool.cpp), and the same kernels run the fused decode
-step (csrc/decode_step.cpp, runtime/fused_step.py).
+then scaled (Q8_0's and Q5's on 512-bit registers where the CPU has AVX-512: `KernelIsa`). Work is split over a
+small pool of threads that spin briefly, then yield, then sleep (csrc/pool.cpp), and the same kernels run the
+fused decode step (csrc/decode_step.cpp, runtime/fused_step.py).
 
 The extension is compiled on first use into ~/.cache/openafm/kernels/<hash of the sources> (or under
 $OPENAFM_KERNEL_CACHE) and reused; building needs a C++ compiler (g++) and the Python headers. A build killed
@@ -70,7 +70,7 @@ class Activations(enum.Enum):
 
 
 class KernelIsa(enum.Enum):
-    """The instruction set of the float32-activation Q8_0 kernel (every other kernel is AVX2)."""
+    """The instruction set of the float32-activation Q8_0 / Q5_0 / Q5_1 kernels (every other kernel is AVX2)."""
 
     AVX2 = "avx2"
     AVX512 = "avx512"     # AVX-512 F/BW/DQ/VL (csrc/matvec512.cpp): the default where the CPU has them
@@ -81,7 +81,7 @@ def kernel_isa() -> KernelIsa:
 
 
 def set_kernel_isa(isa: KernelIsa) -> KernelIsa:
-    """Choose the float32-activation Q8_0 kernel's instruction set for this process (benchmarks, and tests of the
+    """Choose the float32-activation Q8_0 / Q5 kernels' instruction set for this process (benchmarks, and tests of the
     AVX2 path on an AVX-512 CPU) -> the one it replaces. The two differ in the last bits of each output (another
     summation order); within one, a row's result does not depend on its batch. AVX512 on a CPU without it raises."""
     if not isinstance(isa, KernelIsa):

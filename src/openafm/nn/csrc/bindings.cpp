@@ -66,7 +66,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("matvec", &openafm::matvec, "a weight in its stored format times a few rows");
     m.def("dequantize", &openafm::dequantize, "block-format rows -> float32");
     m.def("kernel_isa", [] { return openafm::kernel_isa() == openafm::Isa::AVX512 ? "avx512" : "avx2"; },
-          "the instruction set of the float32-activation Q8_0 kernel");
+          "the instruction set of the float32-activation Q8_0 / Q5 kernels");
     m.def("best_isa", [] { return openafm::best_isa() == openafm::Isa::AVX512 ? "avx512" : "avx2"; },
           "the widest instruction set this CPU gives that kernel");
     m.def("set_kernel_isa", [](const std::string& name) {

@@ -1,6 +1,7 @@
 // openafm's CPU kernels: matrix-vector products over float32, packed 2/4/8-bit and GGUF block weights
 // kept as stored (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q4_K, Q5_K, Q6_K, and F16 / BF16 matrices),
-// and the thread pool that runs them. AVX2 + FMA + F16C (the float32-activation Q8_0 kernel also on AVX-512 where the CPU has it).
+// and the thread pool that runs them. AVX2 + FMA + F16C (the float32-activation Q8_0 / Q5 kernels also on AVX-512
+// where the CPU has it).
 //
 // Every integer kernel first quantizes the activations to int8 per block of 32 (llama.cpp's scheme):
 //   x[i] ~ d_b * q[i] for i in block b, d_b = max|x| / 127.
@@ -80,14 +81,17 @@ void prepare(const Weight& w, const float* x, int64_t M, QActs& qa, std::vector<
 void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
                  int64_t M, int64_t o0, int64_t o1);
 
-// The instruction set of the float32-activation Q8_0 kernel (every other kernel is AVX2): AVX512 where the CPU
-// has AVX-512 F, BW, DQ and VL (matvec512.cpp), else AVX2. Results differ between the two in the
+// The instruction set of the float32-activation Q8_0 / Q5_0 / Q5_1 kernels (every other kernel is AVX2): AVX512
+// where the CPU has AVX-512 F, BW, DQ and VL (matvec512.cpp), else AVX2. Results differ between the two in the
 // last bits (another summation order); within one, a row's result does not depend on its batch.
 enum class Isa : int { AVX2 = 0, AVX512 = 1 };
 Isa best_isa();
 Isa kernel_isa();
 void set_kernel_isa(Isa isa);     // throws std::invalid_argument for AVX512 on a CPU without it
-void q8_0_rows_f32_avx512(const Weight& w, const float* x, float* y, int64_t M, int64_t o0, int64_t o1);  // matvec512
+// matvec512.cpp: the float32-activation kernel on AVX-512 for Q8_0, Q5_0 and Q5_1 (xs: block sums, read by the
+// Q5 formats); false for any other format (nothing computed).
+bool block_rows_f32_avx512(const Weight& w, const float* x, const float* xs, float* y, int64_t M, int64_t o0,
+                           int64_t o1);
 
 // The same, per family (matvec_rows dispatches to them). Each runs the rows in register tiles of up to four, or
 // eight for the float32-activation Q8_0 / Q4_0 / Q4_1 kernel, whose per-row state is one accumulator (simd.h's

@@ -264,7 +264,7 @@ static void block_dispatch(const Weight& w, const float* x, const QActs& qa, con
             block_rows<F, decltype(fm)::value>(w, qa, y, m0, a, b);
         });
     else if (F == Format::Q8_0 && kernel_isa() == Isa::AVX512)
-        q8_0_rows_f32_avx512(w, x, y, M, o0, o1);
+        block_rows_f32_avx512(w, x, xs.data(), y, M, o0, o1);
     else
         in_tiles<8>(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
             block_rows_f32<F, decltype(fm)::value>(w, x, xs, y, m0, a, b);
