@@ -6,6 +6,16 @@ this is what the encoder can tell apart, the ceiling for what the tower can then
 
     python benchmarks/vision_read.py --json --steps 2000 --every 250     # ~45 min on 2 cores; resumable (--out)
 
+Choosing a reading setting (task weights, steps) is done on `--look validation`: fresh renderings of the TRAIN
+split (its fonts, palettes and emoji styles) from seed 7, which the phase never draws (its renderings take seeds
+from READ_SEED up), so the held-out renderings stay unlooked-at until a setting is chosen. `--weights` shares a
+step's images out by task (default: ReadConfig's); `--evaluate CHECKPOINT` scores a reading phase's saved state
+(a recipe's `read_state.pt`) on the same look without training, the baseline a new setting is compared with:
+
+    python benchmarks/vision_read.py --json --look validation --evaluate runs/vision-default/stages/align/read_state.pt
+    python benchmarks/vision_read.py --json --look validation --steps 1500 --every 500 \
+        --weights name-emoji=0.1,read-word=0.45,read-digit=0.35,chart-value=0.05,count=0.05 --out runs/read-text
+
 Writes docs/results/vision_read.json with --json: the curve (held-out accuracy per task at each look, the mean
 loss and step seconds of the last 20 steps), chance per task, 95% Wilson intervals at the last look, and the
 CPU seconds.
@@ -28,21 +38,57 @@ from openafm.models.vl_adapter import AdapterConfig, AdapterKind  # noqa: E402
 from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig  # noqa: E402
 from openafm.splits import Split  # noqa: E402
 from openafm.train.vision.read import ReadConfig, ReadHeads, read_accuracy, train_read  # noqa: E402
-from openafm.train.vision.tasks import chance  # noqa: E402
+from openafm.train.vision.tasks import Task, chance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODER_DIM = 576          # the default model's width (the adapter is built, not trained, here)
 
 
+# --look -> (split, seed of the renderings, the key a look's accuracies are written under)
+LOOKS = {"heldout": (Split.HELDOUT, 0, "held_out"), "validation": (Split.TRAIN, 7, "validation")}
+
+
+def parse_weights(text: str | None) -> tuple[tuple[Task, float], ...]:
+    """'read-word=0.45,read-digit=0.35,...' -> ReadConfig.tasks (every task named once, each weight > 0)."""
+    if text is None:
+        return ReadConfig().tasks
+    names = {t.value: t for t in Task}
+    pairs = []
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if name.strip() not in names:
+            raise SystemExit(f"--weights: {name.strip()!r} is not a task; use {sorted(names)}")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise SystemExit(f"--weights: {part!r} needs task=weight with a number") from None
+        if not weight > 0:
+            raise SystemExit(f"--weights: {name.strip()}={value} must be > 0")
+        pairs.append((names[name.strip()], weight))
+    if sorted(t.value for t, _ in pairs) != sorted(names):
+        raise SystemExit(f"--weights must name every task once: {sorted(names)}; got {[t.value for t, _ in pairs]}")
+    return tuple(pairs)
+
+
+def look(tower, heads, tasks, where: str, n: int) -> dict[str, float]:
+    split, seed, _ = LOOKS[where]
+    return {k: v["accuracy"] for k, v in read_accuracy(tower, heads, tasks, split, n, seed=seed).items()}
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--steps", type=int, default=2000, help="steps of the reading phase (its schedule's length)")
-    p.add_argument("--every", type=int, default=250, help="steps between held-out looks")
+    p.add_argument("--every", type=int, default=250, help="steps between looks (--look)")
     p.add_argument("--batch", type=int, default=40, help="images per rapid-mode step")
-    p.add_argument("--n", type=int, default=100, help="held-out renderings per task at each look")
+    p.add_argument("--n", type=int, default=100, help="renderings per task at each look")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     p.add_argument("--out", default=str(ROOT / "runs" / "vision-read"), help="work folder (checkpoint, looks)")
+    p.add_argument("--weights", help="task=weight,... sharing a step's images (default: ReadConfig's)")
+    p.add_argument("--look", choices=sorted(LOOKS), default="heldout",
+                   help="renderings each look scores: heldout (the figures) or validation (choosing settings)")
+    p.add_argument("--evaluate", metavar="READ_STATE", help="score this saved reading state once; no training")
     args = p.parse_args()
+    tasks = parse_weights(args.weights)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -51,8 +97,16 @@ def main() -> None:
     tower = VisionTower(VisionTowerConfig(vision=vision, adapter=AdapterConfig(
         in_dim=vision.width, out_dim=DECODER_DIM, kind=AdapterKind.PIXEL_SHUFFLE, hidden=128),
         pixel_norm=PixelNorm.PER_IMAGE))
-    config = ReadConfig(steps=args.steps, batch=args.batch)
+    config = ReadConfig(steps=args.steps, batch=args.batch, tasks=tasks)
     heads = ReadHeads(vision.width, config.tasks)
+    if args.evaluate:
+        state = torch.load(args.evaluate, weights_only=False)
+        tower.encoder.load_state_dict(state["encoder"])
+        heads.load_state_dict(state["heads"])
+        emit({"command": "python benchmarks/vision_read.py " + " ".join(sys.argv[1:]), "evaluated": args.evaluate,
+              "steps_done": state["done"], "config": state["config"], "look": args.look, "n": args.n,
+              "accuracy": look(tower, heads, config.tasks, args.look, args.n)}, args.json)
+        return
     looks_path = out / "looks.jsonl"
     looks = [json.loads(line) for line in looks_path.read_text().splitlines()] if looks_path.is_file() else []
     for until in range(args.every, args.steps + 1, args.every):
@@ -61,9 +115,9 @@ def main() -> None:
         if any(x["step"] == until for x in looks):
             continue
         start = time.perf_counter()
-        scored = read_accuracy(tower, heads, config.tasks, Split.HELDOUT, args.n, seed=0)
+        scored = look(tower, heads, config.tasks, args.look, args.n)
         last = history[-20:]
-        looks.append({"step": until, "held_out": {k: v["accuracy"] for k, v in scored.items()},
+        looks.append({"step": until, LOOKS[args.look][2]: scored,
                       "loss_last_20": sum(r["loss"] for r in last) / len(last),
                       "step_seconds_last_20": sum(r["seconds"] for r in last) / len(last),
                       "train_seconds": sum(r["seconds"] for r in history), "eval_seconds": time.perf_counter() - start})
@@ -74,9 +128,9 @@ def main() -> None:
     chances = {t.value: chance(t) for t, _ in config.tasks}
     emit({"command": "python benchmarks/vision_read.py " + " ".join(sys.argv[1:]), "encoder": "vision-small",
           "steps": args.steps, "batch": args.batch, "n": args.n, "threads": args.threads, "mode": "rapid",
-          "chance": chances, "curve": looks,
+          "look": args.look, "weights": {t.value: w for t, w in config.tasks}, "chance": chances, "curve": looks,
           "final": {k: {"accuracy": v, "ci95": [round(x, 4) for x in wilson_interval(round(v * args.n), args.n)]}
-                    for k, v in final["held_out"].items()},
+                    for k, v in final[LOOKS[args.look][2]].items()},
           "cpu_hours": round(final["train_seconds"] * args.threads / 3600, 2)}, args.json)
 
 

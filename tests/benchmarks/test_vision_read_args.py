@@ -1,0 +1,37 @@
+"""benchmarks/vision_read.py's options: task weights name every task once with a positive weight (else a message
+naming the bad value), and the validation look renders TRAIN-split images from a seed the reading phase never draws."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench_modules import load_benchmark
+from openafm.splits import Split
+from openafm.train.vision.read import READ_SEED, ReadConfig
+from openafm.train.vision.tasks import Task
+
+ALL = "name-emoji=0.1,read-word=0.45,read-digit=0.35,chart-value=0.05,count=0.05"
+
+
+def test_weights_parse_into_the_read_config_tasks():
+    read = load_benchmark("vision_read")
+    tasks = dict(read.parse_weights(ALL))
+    assert tasks[Task.READ_WORD] == 0.45 and tasks[Task.COUNT] == 0.05 and len(tasks) == 5
+    assert read.parse_weights(None) == ReadConfig().tasks
+
+
+@pytest.mark.parametrize("text, message", [
+    ("read-wrd=1," + ALL.split(",", 1)[1], "'read-wrd' is not a task"),
+    (ALL.replace("count=0.05", "count=0"), "count=0 must be > 0"),
+    (ALL.replace("count=0.05", "count=lots"), "'count=lots' needs task=weight"),
+    (ALL.rsplit(",", 1)[0], "must name every task once"),
+])
+def test_bad_weights_stop_naming_the_value(text, message):
+    with pytest.raises(SystemExit, match=message):
+        load_benchmark("vision_read").parse_weights(text)
+
+
+def test_the_validation_look_is_train_fonts_from_an_untrained_seed():
+    split, seed, key = load_benchmark("vision_read").LOOKS["validation"]
+    assert split is Split.TRAIN and 0 <= seed < READ_SEED and key == "validation"
+    assert load_benchmark("vision_read").LOOKS["heldout"][:2] == (Split.HELDOUT, 0)
