@@ -10,6 +10,8 @@
 
 namespace openafm {
 
+static const char* isa_name(Isa isa) { return isa == Isa::AVX512 ? "avx512" : "avx2"; }
+
 static std::mutex shared_mutex;   // guards the shared pool: one matvec region at a time
 
 static Pool& shared_pool(int threads) {
@@ -65,10 +67,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     using openafm::DecodeStep;
     m.def("matvec", &openafm::matvec, "a weight in its stored format times a few rows");
     m.def("dequantize", &openafm::dequantize, "block-format rows -> float32");
-    m.def("kernel_isa", [] { return openafm::kernel_isa() == openafm::Isa::AVX512 ? "avx512" : "avx2"; },
+    m.def("kernel_isa", [] { return openafm::isa_name(openafm::kernel_isa()); },
           "the instruction set of the float32-activation Q8_0 / Q5 kernels");
-    m.def("best_isa", [] { return openafm::best_isa() == openafm::Isa::AVX512 ? "avx512" : "avx2"; },
-          "the widest instruction set this CPU gives that kernel");
+    m.def("best_isa", [] { return openafm::isa_name(openafm::best_isa()); },
+          "the widest instruction set this CPU gives those kernels");
     m.def("set_kernel_isa", [](const std::string& name) {
         if (name != "avx2" && name != "avx512")
             throw std::invalid_argument("kernel isa " + name + " is not one of avx2, avx512");

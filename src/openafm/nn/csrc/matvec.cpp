@@ -263,8 +263,6 @@ static void block_dispatch(const Weight& w, const float* x, const QActs& qa, con
         in_tiles(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
             block_rows<F, decltype(fm)::value>(w, qa, y, m0, a, b);
         });
-    else if (F == Format::Q8_0 && kernel_isa() == Isa::AVX512)
-        block_rows_f32_avx512(w, x, xs.data(), y, M, o0, o1);
     else
         in_tiles<8>(M, o0, o1, [&](auto fm, int64_t m0, int64_t a, int64_t b) {
             block_rows_f32<F, decltype(fm)::value>(w, x, xs, y, m0, a, b);
@@ -280,6 +278,8 @@ static void packed_dispatch(const Weight& w, const QActs& qa, float* y, int64_t 
 
 void matvec_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
                  int64_t M, int64_t o0, int64_t o1) {
+    // The float32-activation Q8_0 / Q5_0 / Q5_1 kernels on AVX-512 where chosen (false for every other format).
+    if (!w.int8_acts && kernel_isa() == Isa::AVX512 && block_rows_f32_avx512(w, x, xs.data(), y, M, o0, o1)) return;
     switch (w.format) {
         case Format::Q4_K: case Format::Q5_K: case Format::Q6_K: return kquant_rows(w, x, qa, xs, y, M, o0, o1);
         case Format::Q5_0: case Format::Q5_1: return q5_rows(w, x, qa, xs, y, M, o0, o1);

@@ -104,7 +104,6 @@ void q5_dispatch(const Weight& w, const float* x, const QActs& a, const std::vec
 
 void q5_rows(const Weight& w, const float* x, const QActs& qa, const std::vector<float>& xs, float* y,
              int64_t M, int64_t o0, int64_t o1) {
-    if (!w.int8_acts && kernel_isa() == Isa::AVX512 && block_rows_f32_avx512(w, x, xs.data(), y, M, o0, o1)) return;
     if (w.format == Format::Q5_0) {
         if (w.int8_acts) q5_dispatch<Format::Q5_0, true>(w, x, qa, xs, y, M, o0, o1);
         else q5_dispatch<Format::Q5_0, false>(w, x, qa, xs, y, M, o0, o1);
