@@ -40,7 +40,7 @@ import openafm  # noqa: E402
 import openafm.fm as fm  # noqa: E402
 from openafm.models.decoder import Logits  # noqa: E402
 from openafm.runtime.engine import Engine, EngineConfig, RowRequest  # noqa: E402
-from openafm.runtime.fused_step import StepKind, choose_step  # noqa: E402
+from openafm.runtime.fused_step import StepKind, choose_step, fused_decoder  # noqa: E402
 from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
 from openafm.runtime.kv_cache import KVCache  # noqa: E402
 from openafm.runtime.row_cache import RowCache  # noqa: E402
@@ -162,7 +162,7 @@ def ragged_step_figures(lm, rounds: int, rows: int = 8, guesses: int = 4) -> dic
     """A speculative step of `rows` rows at context 30 where one row feeds `guesses` guesses and the others none:
     the padded pass (every row `1 + guesses` slots) against the ragged one (the tokens fed only), interleaved;
     same logits on the fed slots."""
-    fused = choose_step(StepKind.FUSED, lm.model, KVCache(lm.model.kv_plan, batch_size=1, capacity=8))[0]
+    fused = fused_decoder(lm.model)
     t = 1 + guesses
     seconds: dict[str, list[float]] = {"padded": [], "ragged": []}
     same = True

@@ -10,7 +10,8 @@ Choosing a reading setting (task weights, steps) is done on `--look validation`:
 split (its fonts, palettes and emoji styles) from seed 7, which the phase never draws (its renderings take seeds
 from READ_SEED up), so the held-out renderings stay unlooked-at until a setting is chosen. `--weights` shares a
 step's images out by task (default: ReadConfig's); `--evaluate CHECKPOINT` scores a reading phase's saved state
-(a recipe's `read_state.pt`) on the same look without training, the baseline a new setting is compared with:
+(a recipe's `read_state.pt`, on the tasks it was trained on) on the same look without training, the baseline a new
+setting is compared with:
 
     python benchmarks/vision_read.py --json --look validation --evaluate runs/vision-default/stages/align/read_state.pt
     python benchmarks/vision_read.py --json --look validation --steps 1500 --every 500 \
@@ -77,6 +78,24 @@ def look(tower, heads, tasks, where: str, n: int) -> dict[str, float]:
     return {k: v["accuracy"] for k, v in read_accuracy(tower, heads, tasks, split, n, seed=seed).items()}
 
 
+def evaluate(args, tower: VisionTower, width: int) -> None:
+    """Score a saved reading state on the look, with the heads of the tasks it was trained on."""
+    if args.weights is not None:
+        raise SystemExit("--evaluate scores the saved state's own tasks; --weights does not apply to it")
+    path = Path(args.evaluate)
+    if not path.is_file():
+        raise SystemExit(f"--evaluate {path}: no such file (a reading phase's read_state.pt)")
+    state = torch.load(path, weights_only=False)
+    trained = sorted({key.split(".")[1] for key in state["heads"]})                 # heads.<task>.weight / .bias
+    tasks = tuple((Task(name), 1.0) for name in trained)
+    heads = ReadHeads(width, tasks)
+    tower.encoder.load_state_dict(state["encoder"])
+    heads.load_state_dict(state["heads"])
+    emit({"command": "python benchmarks/vision_read.py " + " ".join(sys.argv[1:]), "evaluated": args.evaluate,
+          "steps_done": state["done"], "config": state["config"], "look": args.look, "n": args.n,
+          "accuracy": look(tower, heads, tasks, args.look, args.n)}, args.json)
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--steps", type=int, default=2000, help="steps of the reading phase (its schedule's length)")
@@ -103,12 +122,7 @@ def main() -> None:
     config = ReadConfig(steps=args.steps, batch=args.batch, tasks=tasks)
     heads = ReadHeads(vision.width, config.tasks)
     if args.evaluate:
-        state = torch.load(args.evaluate, weights_only=False)
-        tower.encoder.load_state_dict(state["encoder"])
-        heads.load_state_dict(state["heads"])
-        emit({"command": "python benchmarks/vision_read.py " + " ".join(sys.argv[1:]), "evaluated": args.evaluate,
-              "steps_done": state["done"], "config": state["config"], "look": args.look, "n": args.n,
-              "accuracy": look(tower, heads, config.tasks, args.look, args.n)}, args.json)
+        evaluate(args, tower, vision.width)
         return
     looks_path = out / "looks.jsonl"
     looks = [json.loads(line) for line in looks_path.read_text().splitlines()] if looks_path.is_file() else []

@@ -1,7 +1,10 @@
 """benchmarks/vision_read.py's options: task weights name tasks at most once, each with a positive weight (else a
-message naming the bad value), and the validation look renders TRAIN-split images from a seed the reading phase never draws."""
+message naming the bad value); the validation look renders TRAIN-split images from a seed the reading phase never
+draws; --evaluate refuses --weights and a missing state by name."""
 
 from __future__ import annotations
+
+import argparse
 
 import pytest
 
@@ -36,3 +39,13 @@ def test_the_validation_look_is_train_fonts_from_an_untrained_seed():
     split, seed, key = load_benchmark("vision_read").LOOKS["validation"]
     assert split is Split.TRAIN and 0 <= seed < READ_SEED and key == "validation"
     assert load_benchmark("vision_read").LOOKS["heldout"][:2] == (Split.HELDOUT, 0)
+
+
+def test_evaluate_refuses_weights_and_a_missing_state(tmp_path):
+    read = load_benchmark("vision_read")
+    args = argparse.Namespace(weights="read-digit=1", evaluate=str(tmp_path / "read_state.pt"))
+    with pytest.raises(SystemExit, match="--weights does not apply"):
+        read.evaluate(args, tower=None, width=192)
+    args.weights = None
+    with pytest.raises(SystemExit, match="read_state.pt: no such file"):
+        read.evaluate(args, tower=None, width=192)
