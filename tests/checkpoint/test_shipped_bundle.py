@@ -1,5 +1,5 @@
-"""The model openafm ships as its post-trained default (openafm-135m, a rank-32 adapter over the packaged GGUF): its
-files match its sidecar and base, it loads in both weight forms with the adapter folded in, and it answers the
+"""The model openafm ships as its post-trained default (openafm-135m, a rank-32 adapter over the packaged GGUF; and
+openafm-135m-sft, its SFT stage alone): each one's files match its sidecar and base, it loads in both weight forms with the adapter folded in, and it answers the
 demo's tool question with one call and the result."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ pytestmark = pytest.mark.real_model
 NAME = "openafm-135m"
 
 
-def test_the_bundle_matches_its_sidecar_and_the_installed_base():
-    bundle = BUNDLED[NAME]
+@pytest.mark.parametrize("name", sorted(BUNDLED))
+def test_each_bundle_matches_its_sidecar_and_the_installed_base(name):
+    bundle = BUNDLED[name]
     meta = sidecar(bundle)
     assert meta["adapter_sha256"] == file_sha256(bundle.adapter_path)
     assert meta["base_gguf_sha256"] == file_sha256(default_gguf_path()) and meta["base"] == RAW_MODEL

@@ -10,13 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from openafm.checkpoint.adapter import read_adapter
+from openafm.checkpoint.bundled import sidecar
 from openafm.checkpoint.load import load_model
+from openafm.checkpoint.packaged import BUNDLED
 from openafm.checkpoint.native import save_checkpoint
 from openafm.data.chat import read_chat_jsonl
 from openafm.errors import ConfigError
-from openafm.pipelines.recipe import load_recipe, recipe_from_dict
+from openafm.pipelines.package import history
+from openafm.pipelines.recipe import load_recipe, recipe_from_dict, stage_spec
 from openafm.pipelines.run import run_recipe
-from openafm.rl.rewards.registry import UnknownRewardError
+from openafm.rl.rewards.registry import REWARDS, UnknownRewardError
 from tiny import make_tiny
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,13 +45,18 @@ def recipe(tmp_path, base) -> dict:
         {"name": "sft", "kind": "sft", "model": base, "data": ["synth"], "rank": 2,
          "sft": {"steps": 2, "batch_size": 2, "seq_len": 256, "progress": False, "peak_flops": 1e12,
                  "schedule": {"kind": "constant"}}},
-        {"name": "rl", "kind": "rl", "from": "sft", "rl": rl},
+        {"name": "rl", "kind": "rl", "from": "sft", "trains": "adapter", "rl": rl},
         {"name": "eval", "kind": "tasks", "models": [f"base:{base}", "rl"], "tasks": ["ifeval"], "limit": 1},
     ]}
 
 
-def test_posttrain_stages_end_to_end(tmp_path, base):
-    report = run_recipe(recipe_from_dict(recipe(tmp_path, base)), log=lambda *a: None)
+def test_posttrain_stages_end_to_end(tmp_path, base, monkeypatch):
+    # a dense reward (the share of letters), so a tiny random model's samples differ in reward and RL moves
+    monkeypatch.setitem(REWARDS, "letters", lambda: lambda prompt, response, target:
+                        sum(c.isalpha() for c in response) / max(1, len(response)))
+    data = recipe(tmp_path, base)
+    data["stages"][2]["rl"]["prompt_sets"][0]["reward"] = "letters"
+    report = run_recipe(recipe_from_dict(data), log=lambda *a: None)
     out = {r["name"]: r["outputs"] for r in report["stages"]}
     kept = read_chat_jsonl(out["synth"]["data"])
     assert out["synth"]["samples"] == 6 and len(kept) == 6                 # threshold 0: every sample kept
@@ -59,9 +68,14 @@ def test_posttrain_stages_end_to_end(tmp_path, base):
     assert changed and all(k.endswith("weight") for k in changed)          # LoRA merged into linear weights
     assert out["rl"]["steps"] == 2 and set(out["rl"]["heldout_after"]) == {"heldout/ifeval"}
     assert load_model(out["rl"]["model_dir"]).model is not None
+    # rl continued sft's adapter on sft's base: an adapter of the same shape for the same weights
+    sft_adapter, rl_adapter = read_adapter(out["sft"]["adapter"]), read_adapter(out["rl"]["adapter"])
+    assert rl_adapter.base_fingerprint == sft_adapter.base_fingerprint == out["sft"]["base_fingerprint"]
+    assert rl_adapter.rank == sft_adapter.rank == 2 and rl_adapter.targets == sft_adapter.targets
+    assert any(not torch.equal(rl_adapter.tensors[k], t) for k, t in sft_adapter.tensors.items())
     assert set(out["eval"]["tasks"]) == {f"base:{base}", "rl"}
     assert out["eval"]["tasks"]["rl"]["ifeval"]["n"] == 1
-    again = run_recipe(recipe_from_dict(recipe(tmp_path, base)), log=lambda *a: None)
+    again = run_recipe(recipe_from_dict(data), log=lambda *a: None)
     assert [r["status"] for r in again["stages"]] == ["skipped"] * 4
 
 
@@ -72,6 +86,13 @@ def test_posttrain_stages_end_to_end(tmp_path, base):
     (lambda r: r["stages"][2]["rl"]["prompt_sets"][0].update(weight=-1), "weight=-1"),
     (lambda r: r["stages"][3].update(tasks=["nope"]), "nope"),
     (lambda r: r["stages"][0].update({"from": "sft"}), "exactly one of model"),
+    (lambda r: r["stages"][2]["rl"].update(adapter={"rank": 2}), "rl keys \\['adapter'\\] are set by the recipe"),
+    (lambda r: r["stages"][2].update({"from": None, "model": "smollm2-135m-instruct"}),
+     "model='smollm2-135m-instruct' has none \\(bundled models"),
+    (lambda r: r["stages"].insert(3, {"name": "rl2", "kind": "rl", "from": "rl", "trains": "adapter",
+                                      "rl": r["stages"][2]["rl"]}), "'rl' is a rl stage; from needs one of kind \\['sft'\\]"),
+    (lambda r: r["stages"].append({"name": "pkg", "kind": "package", "from": "rl", "bundle": "toy"})
+     or r["stages"][2].update(trains="weights"), "from='rl' trains every weight"),
 ])
 def test_bad_posttrain_stages_are_named(tmp_path, base, edit, message):
     data = recipe(tmp_path, base)
@@ -126,9 +147,51 @@ def test_bad_default_recipe_stages_are_named(tmp_path, base, edit, message):
         recipe_from_dict(data)
 
 
-def test_the_shipped_default_model_recipe_validates():
+def test_the_shipped_default_model_recipes_validate_and_share_their_rl_stage():
     recipe = load_recipe(ROOT / "recipes" / "default-model.yaml")
-    assert [s.kind.value for s in recipe.stages] == ["synth", "sft", "package"]
+    assert [s.kind.value for s in recipe.stages] == ["synth", "sft", "rl", "package"]
     sft = recipe.stage("sft")
     assert sft.rank == 32 and {"guided", "tool-rounds", "bfcl", "udhr", "math-steps"} <= set(sft.data)
-    assert recipe.stage("package").bundle == "openafm-135m"
+    assert recipe.stage("rl").from_ == "sft" and recipe.stage("rl").trains.value == "adapter"
+    assert recipe.stage("package").bundle == "openafm-135m" and recipe.stage("package").from_ == "rl"
+    rl_alone = load_recipe(ROOT / "recipes" / "default-model-rl.yaml")
+    assert [s.kind.value for s in rl_alone.stages] == ["rl", "package"]
+    # the same RL from the SFT adapter that recipe shipped (openafm-135m-sft), packaged the same way
+    assert rl_alone.stage("rl").model == "openafm-135m-sft" and rl_alone.stage("rl").trains.value == "adapter"
+    assert rl_alone.stage("rl").rl == recipe.stage("rl").rl
+    assert stage_spec(rl_alone.stage("package")) == stage_spec(recipe.stage("package"))
+    shipped_sft = sidecar(BUNDLED["openafm-135m-sft"])
+    assert [s["name"] for s in shipped_sft["recipe"]] == ["synth-instructions", "sft"]
+    assert shipped_sft["recipe"][1] == stage_spec(recipe.stage("sft"))
+
+
+def package_after_rl(rl_stage: dict, before: list[dict]) -> dict:
+    rl = {"steps": 1, "prompt_sets": [{"name": "ifeval", "source": "instructions", "weight": 1.0,
+                                       "reward": "instructions"}]}
+    return {"run_dir": "run", "stages": [*before, {"name": "rl", "kind": "rl", "trains": "adapter", "rl": rl,
+                                                   **rl_stage},
+                                         {"name": "package", "kind": "package", "from": "rl", "bundle": "toy"}]}
+
+
+RL_OUT = {"steps": 3, "heldout_before": {"heldout/ifeval": 0.2}, "heldout_after": {"heldout/ifeval": 0.3},
+          "heldout_gain": {"heldout/ifeval": 0.1}, "adapter": "run/adapter.safetensors"}
+
+
+def test_a_package_after_rl_records_rl_and_what_the_adapter_came_from():
+    # rl continues a bundled model's adapter: the bundle's data and SFT record come along under its name
+    recipe = recipe_from_dict(package_after_rl({"model": "openafm-135m"}, []))
+    base, record = history(recipe, recipe.stage("package"), {"rl": RL_OUT})
+    shipped = sidecar(BUNDLED["openafm-135m"])
+    assert base == "smollm2-135m-instruct"
+    assert record["continues"]["name"] == "openafm-135m"
+    assert record["continues"]["adapter_sha256"] == shipped["adapter_sha256"]
+    assert record["data"] == shipped["data"] and record["sft"] == shipped["sft"]
+    assert record["rl"]["heldout_gain"] == {"heldout/ifeval": 0.1} and record["rl"]["config"]["steps"] == 1
+    # rl continues an sft stage's adapter: that stage's data and losses
+    sft = {"name": "sft", "kind": "sft", "model": "smollm2-135m-instruct", "data": ["bfcl"], "rank": 2, "sft": {}}
+    recipe = recipe_from_dict(package_after_rl({"from": "sft"}, [sft]))
+    sft_out = {"examples_per_source": {"bfcl": 9}, "examples": 9, "skipped": 0, "steps": 4, "loss_first": 2.0,
+               "loss_last": 1.0, "adapter": "run/sft.safetensors", "model_dir": "run/sft"}
+    base, record = history(recipe, recipe.stage("package"), {"sft": sft_out, "rl": RL_OUT})
+    assert base == "smollm2-135m-instruct" and "continues" not in record
+    assert record["data"] == {"bfcl": 9} and record["sft"]["loss_last"] == 1.0 and record["rl"]["steps"] == 3

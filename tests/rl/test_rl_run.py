@@ -16,7 +16,7 @@ from openafm.errors import ConfigError
 from openafm.rl.config import PromptSetConfig, RLConfig
 from openafm.rl.prompts import PromptRecord, PromptSource, build_prompts
 from openafm.rl.rewards.registry import REWARDS, UnknownRewardError
-from openafm.rl.rollout import Row, pack_rows, sample_rows
+from openafm.rl.rollout import Row, forward_logprobs, micro_batches, pack_rows, row_logprobs, sample_rows
 from openafm.rl.run import METRICS_FILE, POLICY_DIR, SUMMARY_FILE, PromptMixture, RLRun, render
 from openafm.rl.set_rewards import build_reward
 from openafm.splits import Split, split_of
@@ -119,6 +119,19 @@ def test_pack_rows_marks_the_sampled_tokens():
     tokens, mask = pack_rows([Row([5, 6], [7, 8, 2], True), Row([5, 6, 9], [4], False)])
     assert tokens.tolist() == [[5, 6, 7, 8, 2], [5, 6, 9, 4, 0]]
     assert mask.tolist() == [[0, 1, 1, 1], [0, 0, 1, 0]]              # position t predicts token t + 1
+
+
+def test_micro_batches_cut_padding_and_keep_each_rows_logprobs():
+    model = make_tiny("smollm2-tiny", vocab_size=300, max_seq_len=64).eval()
+    rows = [Row([1, 2, 3], [4, 5], False), Row(list(range(1, 21)), [6] * 5, False), Row([7] * 7, [8], False),
+            Row([9, 9], [10] * 9, False)]                                   # 5, 25, 8 and 11 tokens
+    tokens, mask = pack_rows(rows)
+    groups = micro_batches(mask, 2)
+    assert [(g.tolist(), w) for g, w in groups] == [([1, 3], 25), ([2, 0], 8)]     # longest first, own widths
+    with torch.no_grad():
+        whole = forward_logprobs(model, tokens, 1.0)[0]                     # every row at the step's width
+    cut = row_logprobs(model, tokens, mask, temperature=1.0, micro_batch=2)
+    torch.testing.assert_close(cut * mask, whole * mask, rtol=1e-5, atol=1e-5)
 
 
 def test_sample_rows_keeps_the_end_token(tokenizer):

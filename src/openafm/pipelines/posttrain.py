@@ -6,13 +6,16 @@ openafm.load accepts (`model`), and each model stage writes a native checkpoint 
        prompts: {source: reasoning-gym, options: {dataset: chain_sum}}}
     - {name: sft, kind: sft, model: smollm2-135m-instruct, data: [synth-math, bfcl, tools.jsonl], sft: {steps: 100}}
     - {name: rl, kind: rl, from: sft, rl: {steps: 40, prompt_sets: [...]}}          # any RLConfig keys
+    - {name: rl, kind: rl, from: sft, trains: adapter, rl: {...}}     # RL continues sft's adapter on sft's base
     - {name: eval, kind: tasks, models: [base:smollm2-135m-instruct, sft, rl], tasks: [ifeval], limit: 32}
 
 sft's data: synth stages, JSONL files of chat examples, and the built-in sets of pipelines/sft_data.py (bfcl, guided,
 tool-rounds, udhr; `sizes` says how many of a sized set). sft trains a LoRA adapter on the one trainer
 (train/sft.py), writes it as OUT/adapter.safetensors (tied to the base's fingerprint) and merges it into the
-weights, so the next stage loads a plain checkpoint; a killed SFT or RL stage resumes from its newest checkpoint on
-the next run.
+weights, so the next stage loads a plain checkpoint. An rl stage that trains: adapter continues an adapter on its
+base instead of training every weight (an sft stage's, or a bundled model's named by model) and writes its own
+OUT/run/adapter.safetensors, which a package stage ships. A killed SFT or RL stage resumes from its newest
+checkpoint on the next run.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from openafm.checkpoint.load import load_model
+from openafm.checkpoint.packaged import BUNDLED
 from openafm.checkpoint.native import save_checkpoint
 from openafm.errors import ConfigError
 from openafm.eval.harness import run_eval
 from openafm.eval.registry import get_task
 from openafm.nn.lora import merge_lora
-from openafm.pipelines.recipe import BASE_PREFIX, RLStage, SFTStage, SynthStage, TasksStage
+from openafm.pipelines.recipe import BASE_PREFIX, RLStage, RLTrains, SFTStage, SynthStage, TasksStage
 from openafm.pipelines.sft_data import sft_conversations
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import build_prompts
@@ -88,9 +92,20 @@ def run_sft(recipe, stage: SFTStage, out: Path, outputs: dict) -> dict:
             "steps": trainer.step, "loss_first": losses[0], "loss_last": losses[-1], "merged_layers": merged}
 
 
+def adapted(recipe, stage: RLStage, outputs: dict) -> tuple[str, str]:
+    """An rl stage that trains an adapter -> (the adapter's base model, the adapter: a file or a bundled model)."""
+    if stage.from_ is None:
+        return BUNDLED[stage.model].base, stage.model
+    sft = recipe.stage(stage.from_)
+    return _model(sft, outputs), outputs[sft.name]["adapter"]
+
+
 def run_rl(recipe, stage: RLStage, out: Path, outputs: dict) -> dict:
-    config = RLConfig.from_dict({"seed": recipe.seed, **stage.rl, "model": _model(stage, outputs),
-                                 "run_dir": str(out / "run")})
+    keys = {"model": _model(stage, outputs)}
+    if stage.trains is RLTrains.ADAPTER:
+        base, adapter = adapted(recipe, stage, outputs)
+        keys = {"model": base, "adapter": {"init": adapter}}
+    config = RLConfig.from_dict({"seed": recipe.seed, **stage.rl, **keys, "run_dir": str(out / "run")})
     summary = RLRun(config).run(resume=ckpt.latest_checkpoint(config.run_dir) is not None)
     return {"model_dir": summary["policy"], **{k: v for k, v in summary.items() if k != "policy"}}
 

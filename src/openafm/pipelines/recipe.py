@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from openafm import config as cfg
+from openafm.checkpoint.packaged import BUNDLED
 from openafm.data.document import Document
 from openafm.data.mixture import MixtureConfig
 from openafm.data.pipeline.executor import ExecutorKind
@@ -248,13 +249,21 @@ class SFTStage:
     sft: dict[str, Any] = dataclasses.field(default_factory=dict)     # TrainConfig keys (steps, batch_size, ...)
 
 
+class RLTrains(str, enum.Enum):
+    """What an rl stage trains."""
+    WEIGHTS = "weights"      # every weight of its model
+    ADAPTER = "adapter"      # its model's LoRA adapter, on that adapter's base: an sft stage's (from) or a bundled
+                             # model's (model); the stage then writes an adapter file, which a package stage ships
+
+
 @dataclasses.dataclass(kw_only=True)
 class RLStage:
     name: str
     kind: StageKind = StageKind.RL
     model: str | None = None
     from_: str | None = None
-    rl: dict[str, Any]                     # RLConfig keys but model and run_dir
+    trains: RLTrains = RLTrains.WEIGHTS
+    rl: dict[str, Any]                     # RLConfig keys but model, run_dir (and adapter, when it trains one)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -270,7 +279,7 @@ class TasksStage:
 class PackageStage:
     name: str
     kind: StageKind = StageKind.PACKAGE
-    from_: str                             # the sft stage whose adapter ships
+    from_: str                             # the sft stage, or rl stage that trains an adapter, whose adapter ships
     bundle: str                            # the name openafm.load will accept (checkpoint/bundled.py)
     figures: list[str] = dataclasses.field(default_factory=list)    # tasks stages whose results the sidecar quotes
     install_dir: str | None = None         # also copy the two files here (the package's model_weights folder)
@@ -298,10 +307,14 @@ def _validate_posttrain(stage) -> None:
         check_sizes(stage.sizes, stage.data, f"stage {stage.name!r}")
         TrainConfig.from_dict({"model": "-", "run_dir": "-", "steps": 1, "batch_size": 1, "seq_len": 1, **stage.sft})
     if isinstance(stage, RLStage):
-        taken = sorted({"model", "run_dir"} & set(stage.rl))
+        taken = sorted(({"model", "run_dir"} | ({"adapter"} if stage.trains is RLTrains.ADAPTER else set()))
+                       & set(stage.rl))
         if taken:
             raise ConfigError(f"stage {stage.name!r}: rl keys {taken} are set by the recipe; remove them")
         RLConfig.from_dict({"model": "-", "run_dir": "-", **stage.rl})
+        if stage.trains is RLTrains.ADAPTER and stage.model is not None and stage.model not in BUNDLED:
+            raise ConfigError(f"stage {stage.name!r}: trains: adapter continues an adapter; model={stage.model!r} "
+                              f"has none (bundled models: {sorted(BUNDLED)}; or take from an sft stage)")
     if isinstance(stage, TasksStage):
         for t in stage.tasks:
             get_task(t)
@@ -390,7 +403,11 @@ def validate(recipe: Recipe) -> None:
             for m in s.models:
                 _check_ref(recipe, s, "models", m, MODEL_KINDS, seen)
         elif isinstance(s, PackageStage):
-            _check_ref(recipe, s, "from", s.from_, (StageKind.SFT,), seen)
+            _check_ref(recipe, s, "from", s.from_, (StageKind.SFT, StageKind.RL), seen)
+            source = recipe.stage(s.from_)
+            if isinstance(source, RLStage) and source.trains is not RLTrains.ADAPTER:
+                raise ConfigError(f"stage {s.name!r}: from={s.from_!r} trains every weight; a package stage ships an "
+                                  f"adapter (give that rl stage trains: adapter)")
             for ref in s.figures:
                 _check_ref(recipe, s, "figures", ref, (StageKind.TASKS,), seen)
             if not s.bundle or "/" in s.bundle:
@@ -400,7 +417,8 @@ def validate(recipe: Recipe) -> None:
         elif isinstance(s, (SynthStage, SFTStage, RLStage, TasksStage)):
             _validate_posttrain(s)
             if getattr(s, "from_", None) is not None:
-                _check_ref(recipe, s, "from", s.from_, MODEL_KINDS, seen)
+                adapter = isinstance(s, RLStage) and s.trains is RLTrains.ADAPTER
+                _check_ref(recipe, s, "from", s.from_, (StageKind.SFT,) if adapter else MODEL_KINDS, seen)
             for ref in getattr(s, "data", []):
                 if not ref.endswith(".jsonl") and not is_builtin(ref):
                     _check_ref(recipe, s, "data", ref, (StageKind.SYNTH,), seen)

@@ -10,7 +10,8 @@ The rooms import one way: rewards ◀ preference, synthesis ◀ this package's o
     multilingual_prompts.py  UDHR translation / answer-in-a-language prompt records (reward chrf), split by article
     config.py    the RL run's config: policy, prompt-set mixture with a reward per set, RLOO and sampling settings
     set_rewards.py  a prompt set's reward from its config (registry rewards, the BFCL checker, a reward model)
-    rollout.py   batched rollouts (P * k rows) and per-token log-probabilities in micro-batches
+    rollout.py   batched rollouts (P * k rows) and per-token log-probabilities in micro-batches (longest rows first)
+    adapter_policy.py  the policy as a LoRA adapter on a frozen model: continued from an SFT adapter, saved as one
     run.py       `openafm rl`: the synchronous RLOO run: mixture, metrics, held-out reward, checkpoints, resume
     plot.py      an RL run's curves (reward per set, held-out reward, KL, length, entropy) for `openafm plot`
     rewards/     the reward registry: name -> reward function, free of any scheduling concern

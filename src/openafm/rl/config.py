@@ -13,6 +13,7 @@ loaded from YAML like the trainer's.
          options: {dataset: chain_sum, config: {max_terms: 2, max_digits: 2}, hint: ""}}
       - {name: ifeval, source: instructions, weight: 0.3, reward: instructions}
     heldout: {every: 10, size: 64}
+    adapter: {init: openafm-135m}         # train a LoRA adapter on the frozen model (rl/adapter_policy.py), not every weight
     asynchronous: {generators: 1, max_staleness: 1}     # `openafm rl --async` only (AsyncSettings)
 
 A set may give its own max_new_tokens (a short math answer beside a 200-token instruction-following reply); its
@@ -70,6 +71,28 @@ class HeldoutConfig:
 
 
 @dataclasses.dataclass(kw_only=True)
+class AdapterSettings:
+    """The policy as a LoRA adapter on the frozen `model` (rl/adapter_policy.py): `init` continues an adapter made for
+    that model's weights (an adapter file, or a bundled model's name: its adapter on its base), keeping its rank,
+    alpha and targets; without it a fresh adapter of `rank` (alpha: default 2 * rank) starts at zero."""
+    init: str | None = None
+    rank: int | None = None
+    alpha: float | None = None
+
+    def check(self) -> None:
+        if (self.init is None) == (self.rank is None):
+            raise ConfigError(f"rl config: adapter takes exactly one of init (an adapter to continue) or rank (a fresh "
+                              f"one), got init={self.init!r}, rank={self.rank}")
+        if self.init is not None and self.alpha is not None:
+            raise ConfigError(f"rl config: adapter.alpha={self.alpha} is the continued adapter's own; leave it out with "
+                              f"init={self.init!r}")
+        if self.rank is not None and self.rank < 1:
+            raise ConfigError(f"rl config: adapter.rank={self.rank} must be >= 1")
+        if self.alpha is not None and not self.alpha > 0:
+            raise ConfigError(f"rl config: adapter.alpha={self.alpha} must be > 0")
+
+
+@dataclasses.dataclass(kw_only=True)
 class AsyncSettings:
     """`openafm rl --async`: the Ray actors (rl/system/actors.py) and how far generation may run ahead of the updates."""
     generators: int = 1                # trajectory generator replicas
@@ -100,6 +123,7 @@ class RLConfig:
     optimizer: OptimizerConfig = dataclasses.field(
         default_factory=lambda: OptimizerConfig(lr=1e-5, weight_decay=0.0, grad_clip=1.0))
     ema: float | None = None           # decay of an EMA of the policy weights, evaluated and exported when set
+    adapter: AdapterSettings | None = None    # train a LoRA adapter on the frozen model; None: every weight trains
     heldout: HeldoutConfig = dataclasses.field(default_factory=HeldoutConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=lambda: CheckpointConfig(every=10, keep=2))
     precision: Precision = Precision.FLOAT32
@@ -131,6 +155,8 @@ class RLConfig:
                 raise ConfigError(f"{where}: pool={s.pool} must be >= 1")
             if s.max_new_tokens is not None and s.max_new_tokens < 1:
                 raise ConfigError(f"{where}: max_new_tokens={s.max_new_tokens} must be >= 1 (or left out)")
+        if self.adapter is not None:
+            self.adapter.check()
         if self.ema is not None and not 0 < self.ema < 1:
             raise ConfigError(f"rl config: ema={self.ema} must be in (0, 1), or null for no EMA")
         if self.heldout.every < 1 or self.heldout.size < 0:

@@ -4,7 +4,8 @@ per-token log-probabilities of (prompt + response) rows under a model, in micro-
     rows = sample_rows(policy, prompt_ids, k=4, max_new_tokens=48, temperature=1.0, seed=7, eos_token_ids={2},
                        batch=32)                         # P * k Row(prompt, response) (row n = p * k + i)
     tokens, mask = pack_rows(rows)                       # [N, T] right-padded, [N, T - 1] response positions
-    logprobs = row_logprobs(model, tokens, temperature=1.0, micro_batch=16)   # [N, T - 1], no gradient
+    logprobs = row_logprobs(model, tokens, mask, temperature=1.0, micro_batch=16)   # [N, T - 1], no gradient
+    micro_batches(mask, 16)                              # [(row indices, width)]: longest first, each group cut
 
 A response keeps the token that ended it (the end-of-turn token) when it stopped there, so the policy is trained
 on where to stop as well; a response cut at max_new_tokens has no end token. Log-probabilities are those of the
@@ -90,8 +91,24 @@ def forward_logprobs(model, tokens: torch.Tensor, temperature: float) -> tuple[t
     return logp_all.gather(-1, tokens[:, 1:].unsqueeze(-1)).squeeze(-1), entropy
 
 
+def micro_batches(mask: torch.Tensor, size: int) -> list[tuple[torch.Tensor, int]]:
+    """mask [N, T - 1] -> [(row indices, width)]: the rows `size` at a time, longest first, each group with the
+    token width its longest row needs. A step mixes 60-token math prompts with 700-token tool prompts; cut to the
+    whole step's width, the short rows' forward passes were mostly padding."""
+    positions = torch.arange(1, mask.shape[1] + 1)
+    widths = ((mask > 0) * positions).amax(-1) + 1                             # [N] tokens up to the last sampled
+    order = torch.argsort(widths, descending=True, stable=True)
+    groups = [order[i:i + size] for i in range(0, len(order), size)]
+    return [(g, max(int(widths[g].max()), 2)) for g in groups]
+
+
 @torch.no_grad()
-def row_logprobs(model, tokens: torch.Tensor, *, temperature: float, micro_batch: int) -> torch.Tensor:
-    """tokens [N, T] -> [N, T - 1], micro_batch rows per forward pass, no gradient."""
-    return torch.cat([forward_logprobs(model, tokens[i:i + micro_batch], temperature)[0]
-                      for i in range(0, tokens.shape[0], micro_batch)])
+def row_logprobs(model, tokens: torch.Tensor, mask: torch.Tensor, *, temperature: float, micro_batch: int
+                 ) -> torch.Tensor:
+    """tokens [N, T], mask [N, T - 1] -> [N, T - 1] (0 past each group's width), micro_batch rows per forward
+    pass (micro_batches), no gradient."""
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=tokens.device)
+    for rows, width in micro_batches(mask.cpu(), micro_batch):
+        rows = rows.to(tokens.device)
+        out[rows, :width - 1] = forward_logprobs(model, tokens[rows, :width], temperature)[0].float()
+    return out

@@ -3,7 +3,9 @@ the sets by weight, samples k responses per prompt from the policy, rewards each
 rewards with the KL to the frozen reference, and takes one optimizer step on rloo.py's clipped loss, accumulated
 over micro-batches of rows. Metrics go to RUN/metrics.jsonl line by line; checkpoints use the trainer's atomic
 format, so a killed run resumes bit-exactly (same samples, same updates); RUN/policy/ is the final policy as a
-native checkpoint (what `openafm eval --model` and `openafm.load` read) and RUN/rl.json the run's summary.
+native checkpoint (what `openafm eval --model` and `openafm.load` read) and RUN/rl.json the run's summary. With
+`adapter` set, only a LoRA adapter on the frozen model trains (rl/adapter_policy.py) and RUN/adapter.safetensors holds
+it as well (what a package stage ships); RUN/policy/ is then the adapter merged into the model.
 
     run = RLRun(config)           # loads the policy, copies the frozen reference, builds prompt pools and rewards
     summary = run.run(resume=True)
@@ -27,11 +29,13 @@ from tqdm import tqdm
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.errors import CheckpointError
+from openafm.rl.adapter_policy import ADAPTER_FILE, adapt_policy, save_adapter_policy
 from openafm.rl.config import RESUMABLE_CHANGES, RLConfig
 from openafm.rl.prompts import PromptRecord, build_prompts
 from openafm.rl.rewards.registry import RewardFn
 from openafm.rl.rloo import Normalisation, group, leave_one_out_advantages, rloo_loss, sequence_kl, shaped_rewards
-from openafm.rl.rollout import Row, forward_logprobs, greedy_rows, pack_rows, row_logprobs, sample_rows
+from openafm.rl.rollout import (Row, forward_logprobs, greedy_rows, micro_batches, pack_rows, row_logprobs,
+                               sample_rows)
 from openafm.rl.set_rewards import build_reward
 from openafm.splits import Split
 from openafm.train import checkpoint as ckpt
@@ -92,7 +96,10 @@ class RLRun:
         if lm.tokenizer is None or lm.tokenizer.chat_template is None:
             raise ValueError(f"RL model {config.model!r} has no tokenizer with a chat template; prompts are chat turns")
         self.tokenizer = lm.tokenizer
-        self.policy = lm.model.to(self.device).requires_grad_(True)
+        model = lm.model.to(self.device)
+        # the base's fingerprint, which the adapter file records (None: every weight trains)
+        self.fingerprint = adapt_policy(model, config.adapter) if config.adapter is not None else None
+        self.policy = model if config.adapter is not None else model.requires_grad_(True)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False).eval()
         self.ema = copy.deepcopy(self.policy).requires_grad_(False).eval() if config.ema is not None else None
         self.optimizer = build_optimizer(self.policy, config.optimizer)
@@ -129,8 +136,8 @@ class RLRun:
         tokens, mask = pack_rows(rows)
         tokens, mask = tokens.to(self.device), mask.to(self.device)
         with self.autocast():
-            old = row_logprobs(self.policy, tokens, temperature=c.temperature, micro_batch=c.micro_batch)
-            ref = row_logprobs(self.reference, tokens, temperature=c.temperature, micro_batch=c.micro_batch)
+            old = row_logprobs(self.policy, tokens, mask, temperature=c.temperature, micro_batch=c.micro_batch)
+            ref = row_logprobs(self.reference, tokens, mask, temperature=c.temperature, micro_batch=c.micro_batch)
         seq_kl = sequence_kl(old, ref, mask)                                        # [N]
         shaped = shaped_rewards(rewards.to(self.device), seq_kl, c.rloo.kl_coef)
         advantages = leave_one_out_advantages(group(shaped, c.rloo.k)).reshape(-1)
@@ -173,20 +180,21 @@ class RLRun:
         self.optimizer.zero_grad(set_to_none=True)
         n_rows, n_tokens = tokens.shape[0], mask.sum().clamp(min=1)
         sums = {"loss": 0.0, "clip_fraction": 0.0, "ratio": 0.0, "entropy": 0.0}
-        for i in range(0, n_rows, c.micro_batch):
-            part = slice(i, i + c.micro_batch)
+        for rows, width in micro_batches(mask.cpu(), c.micro_batch):
+            rows = rows.to(tokens.device)
+            part_mask = mask[rows, :width - 1]                                   # [n, width - 1]
             with self.autocast():
-                logprobs, entropy = forward_logprobs(self.policy, tokens[part], c.temperature)
-            loss, m = rloo_loss(logprobs, old[part], advantages[part], mask[part], clip=c.rloo.clip,
+                logprobs, entropy = forward_logprobs(self.policy, tokens[rows, :width], c.temperature)
+            loss, m = rloo_loss(logprobs, old[rows, :width - 1], advantages[rows], part_mask, clip=c.rloo.clip,
                                 normalisation=c.rloo.normalisation)
-            share = (mask[part].sum() / n_tokens if c.rloo.normalisation is Normalisation.TOKEN_MEAN
-                     else torch.tensor((min(i + c.micro_batch, n_rows) - i) / n_rows))
+            share = (part_mask.sum() / n_tokens if c.rloo.normalisation is Normalisation.TOKEN_MEAN
+                     else torch.tensor(len(rows) / n_rows))
             (loss * share).backward()
-            token_share = float(mask[part].sum() / n_tokens)
+            token_share = float(part_mask.sum() / n_tokens)
             sums["loss"] += float(loss.detach() * share)
             sums["clip_fraction"] += m["clip_fraction"] * token_share
             sums["ratio"] += m["ratio"] * token_share
-            sums["entropy"] += float((entropy * mask[part]).sum() / n_tokens)
+            sums["entropy"] += float((entropy * part_mask).sum() / n_tokens)
         sums["grad_norm"] = clip_gradients(self.policy.parameters(), c.optimizer.grad_clip)
         self.optimizer.step()
         self.policy.eval()
@@ -280,9 +288,16 @@ class RLRun:
 
     def finish(self, before: dict, after: dict) -> dict:
         final = self.ema if self.ema is not None else self.policy
-        save_checkpoint(self.run_dir / POLICY_DIR, final.config, final.state_dict(), tokenizer=self.tokenizer,
-                        extra={"rl_steps": self.step, "base_model": self.config.model})
-        summary = {"model": self.config.model, "steps": self.step, "policy": str(self.run_dir / POLICY_DIR),
+        extra = {"rl_steps": self.step, "base_model": self.config.model}
+        adapter = {}
+        if self.fingerprint is None:
+            save_checkpoint(self.run_dir / POLICY_DIR, final.config, final.state_dict(), tokenizer=self.tokenizer,
+                            extra=extra)
+        else:
+            save_adapter_policy(self.run_dir / ADAPTER_FILE, self.run_dir / POLICY_DIR, final, self.tokenizer,
+                                base_name=self.config.model, fingerprint=self.fingerprint, extra=extra)
+            adapter = {"adapter": str(self.run_dir / ADAPTER_FILE), "base_fingerprint": self.fingerprint}
+        summary = {"model": self.config.model, "steps": self.step, "policy": str(self.run_dir / POLICY_DIR), **adapter,
                    "heldout_before": before, "heldout_after": after,
                    "heldout_gain": {k: after[k] - before[k] for k in after}}
         (self.run_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")

@@ -58,8 +58,8 @@ class TrajectoryGenerator:
         tokens, mask = pack_rows(rows)
         tokens = tokens.to(run.device)
         with run.autocast():
-            old = row_logprobs(run.policy, tokens, temperature=c.temperature, micro_batch=c.micro_batch).cpu()
-            ref = row_logprobs(run.reference, tokens, temperature=c.temperature, micro_batch=c.micro_batch).cpu()
+            old = row_logprobs(run.policy, tokens, mask, temperature=c.temperature, micro_batch=c.micro_batch).cpu()
+            ref = row_logprobs(run.reference, tokens, mask, temperature=c.temperature, micro_batch=c.micro_batch).cpu()
         sampled = mask.bool()
         now = time.time()
         groups = []
