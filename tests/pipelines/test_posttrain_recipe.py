@@ -147,22 +147,22 @@ def test_bad_default_recipe_stages_are_named(tmp_path, base, edit, message):
         recipe_from_dict(data)
 
 
-def test_the_shipped_default_model_recipes_validate_and_share_their_rl_stage():
+def test_the_shipped_default_model_recipes_validate():
     recipe = load_recipe(ROOT / "recipes" / "default-model.yaml")
-    assert [s.kind.value for s in recipe.stages] == ["synth", "sft", "rl", "package"]
+    assert [s.kind.value for s in recipe.stages] == ["synth", "sft", "package"]
     sft = recipe.stage("sft")
     assert sft.rank == 32 and {"guided", "tool-rounds", "bfcl", "udhr", "math-steps"} <= set(sft.data)
-    assert recipe.stage("rl").from_ == "sft" and recipe.stage("rl").trains.value == "adapter"
-    assert recipe.stage("package").bundle == "openafm-135m" and recipe.stage("package").from_ == "rl"
-    rl_alone = load_recipe(ROOT / "recipes" / "default-model-rl.yaml")
-    assert [s.kind.value for s in rl_alone.stages] == ["rl", "package"]
-    # the same RL from the SFT adapter that recipe shipped (openafm-135m-sft), packaged the same way
-    assert rl_alone.stage("rl").model == "openafm-135m-sft" and rl_alone.stage("rl").trains.value == "adapter"
-    assert rl_alone.stage("rl").rl == recipe.stage("rl").rl
-    assert stage_spec(rl_alone.stage("package")) == stage_spec(recipe.stage("package"))
+    assert recipe.stage("package").bundle == "openafm-135m" and recipe.stage("package").from_ == "sft"
+    # the RL recipe continues the SFT adapter that recipe shipped, and packages a candidate it does not install
+    rl_recipe = load_recipe(ROOT / "recipes" / "default-model-rl.yaml")
+    assert [s.kind.value for s in rl_recipe.stages] == ["rl", "package"]
+    rl, package = rl_recipe.stage("rl"), rl_recipe.stage("package")
+    assert rl.model == "openafm-135m-sft" and rl.trains.value == "adapter"
+    assert package.from_ == "rl" and package.bundle not in BUNDLED and package.install_dir is None
     shipped_sft = sidecar(BUNDLED["openafm-135m-sft"])
     assert [s["name"] for s in shipped_sft["recipe"]] == ["synth-instructions", "sft"]
-    assert shipped_sft["recipe"][1] == stage_spec(recipe.stage("sft"))
+    assert shipped_sft["recipe"][1] == stage_spec(sft)
+
 
 
 def package_after_rl(rl_stage: dict, before: list[dict]) -> dict:

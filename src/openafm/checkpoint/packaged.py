@@ -25,8 +25,8 @@ DEFAULT_MODEL = BUNDLED_MODEL        # what openafm.load(), fm, serve, chat and 
 BUNDLED: dict[str, Bundled] = {
     BUNDLED_MODEL: Bundled(BUNDLED_MODEL, RAW_MODEL, "SmolLM2-135M-Instruct post-trained by openafm's "
                            "recipes/default-model.yaml: a rank-32 adapter folded into the packaged GGUF at load"),
-    SFT_MODEL: Bundled(SFT_MODEL, RAW_MODEL, "the default model's SFT stage alone (recipes/default-model.yaml's sft): "
-                       "where its RL stage starts (recipes/default-model-rl.yaml)"),
+    SFT_MODEL: Bundled(SFT_MODEL, RAW_MODEL, "the SFT adapter recipes/default-model.yaml made (openafm-135m while no RL "
+                       "candidate has passed its ship rule): where recipes/default-model-rl.yaml starts"),
 }
 # Every model that ships installed: name -> what it is.
 PACKAGED = {**PACKAGED_GGUF, **{b.name: b.describe for b in BUNDLED.values()}}

@@ -13,9 +13,8 @@ examples:
   openafm pipeline recipes/ondevice-tiny.yaml       pre-training: dense -> upcycle -> MoE teacher -> distillation
                                                     -> eval -> continued pre-training -> context lengthening
   openafm pipeline recipes/posttrain-smollm2.yaml   post-training: synthetic data -> SFT -> RLOO -> evaluation
-  openafm pipeline recipes/default-model.yaml       the default model, openafm-135m: synth -> SFT -> RLOO on the
-                                                    SFT adapter -> package
-  openafm pipeline recipes/default-model-rl.yaml    its RLOO and package stages alone, from the shipped SFT adapter
+  openafm pipeline recipes/default-model.yaml       the default model, openafm-135m: synth -> SFT -> package
+  openafm pipeline recipes/default-model-rl.yaml    RLOO on its SFT adapter -> a packaged candidate (not installed)
   openafm pipeline recipes/vision-default.yaml      its vision tower: reading -> alignment -> answers, decoder and
                                                     (after reading) encoder frozen
 """
