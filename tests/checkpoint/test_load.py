@@ -63,7 +63,8 @@ def test_load_tokenizer_takes_default_a_packaged_name_a_gguf_file_or_a_directory
 
 def test_load_tokenizer_names_a_bad_spec_and_what_it_accepts(tmp_path):
     with pytest.raises(CheckpointError, match=r"tokenizer 'nope': expected 'default', a packaged model "
-                                              r"\(openafm-135m, smollm2-135m-instruct\), a .gguf file or a directory"):
+                                              r"\(openafm-135m, openafm-135m-sft, smollm2-135m-instruct\), a .gguf "
+                                              r"file or a directory"):
         load_tokenizer("nope")
     (tmp_path / "d").mkdir()
     with pytest.raises(CheckpointError, match="tokenizer.json"):
