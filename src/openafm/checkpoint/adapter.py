@@ -25,6 +25,7 @@ from openafm.nn.lora import LoRALinear, apply_lora, load_lora_state_dict, lora_l
 
 FORMAT = "openafm-lora-adapter"
 FORMAT_VERSION = 1
+ADAPTER_FILE = "adapter.safetensors"      # an adapter's name inside a directory (an SFT or RL run, an exported bundle)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +77,15 @@ def attach_adapter(model: nn.Module, adapter: AdapterFile) -> nn.Module:
     shared = {id(t): t for t in list(model.parameters()) + list(model.buffers())}
     trainable = {p: p.requires_grad for p in model.parameters()}
     clone = copy.deepcopy(model, memo=dict(shared))
-    apply_lora(clone, rank=adapter.rank, alpha=adapter.alpha, targets=adapter.targets)
+    wrap_with_adapter(clone, adapter)
     for p, flag in trainable.items():          # apply_lora froze the shared base weights: not ours to change
         p.requires_grad_(flag)
-    load_lora_state_dict(clone, adapter.tensors)
     clone.eval()
     return clone
+
+
+def wrap_with_adapter(model: nn.Module, adapter: AdapterFile) -> None:
+    """Wrap `model`'s adapted layers in LoRA holding the adapter's factors, in place (every other weight frozen).
+    The caller checks that the adapter was made for these weights."""
+    apply_lora(model, rank=adapter.rank, alpha=adapter.alpha, targets=adapter.targets)
+    load_lora_state_dict(model, adapter.tensors)

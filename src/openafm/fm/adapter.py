@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from openafm.checkpoint.adapter import attach_adapter, read_adapter
+from openafm.checkpoint.adapter import ADAPTER_FILE, attach_adapter, read_adapter
 from openafm.errors import CheckpointError
 from openafm.fm.errors import AssetsUnavailableError
 
@@ -26,7 +26,7 @@ class Adapter:
                 raise AssetsUnavailableError(f"{path}: a directory without bundle.json is not an adapter bundle")
             bundle = json.loads((path / "bundle.json").read_text())
             self.draft_directory = path / bundle["draft"] if bundle.get("draft") else None
-            path = path / "adapter.safetensors"
+            path = path / ADAPTER_FILE
         try:
             self._file = read_adapter(path)
         except CheckpointError as e:

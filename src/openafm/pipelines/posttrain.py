@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from openafm.checkpoint.adapter import ADAPTER_FILE
 from openafm.checkpoint.load import load_model
-from openafm.checkpoint.packaged import BUNDLED
 from openafm.checkpoint.native import save_checkpoint
+from openafm.checkpoint.packaged import BUNDLED
 from openafm.errors import ConfigError
 from openafm.eval.harness import run_eval
 from openafm.eval.registry import get_task
@@ -43,9 +44,6 @@ from openafm.train.lora import save_lora_adapter
 from openafm.train.loop import METRICS_FILE
 from openafm.train.metrics import read_metrics
 from openafm.train.sft import TooLong, build_sft_trainer
-
-
-ADAPTER_FILE = "adapter.safetensors"
 
 
 def _model(stage, outputs: dict) -> str:

@@ -22,15 +22,13 @@ from pathlib import Path
 
 from torch import nn
 
-from openafm.checkpoint.adapter import read_adapter, save_adapter
+from openafm.checkpoint.adapter import read_adapter, save_adapter, wrap_with_adapter
 from openafm.checkpoint.fingerprint import weights_fingerprint
 from openafm.checkpoint.native import save_checkpoint
 from openafm.checkpoint.packaged import BUNDLED
 from openafm.errors import CheckpointError
-from openafm.nn.lora import apply_lora, load_lora_state_dict, merge_lora
+from openafm.nn.lora import apply_lora, merge_lora
 from openafm.rl.config import AdapterSettings
-
-ADAPTER_FILE = "adapter.safetensors"
 
 
 def adapter_source(init: str) -> Path:
@@ -58,8 +56,7 @@ def adapt_policy(model: nn.Module, settings: AdapterSettings) -> str:
         raise CheckpointError(f"rl config: adapter.init={settings.init!r} ({adapter.path}) was trained on base "
                               f"{adapter.base_name!r} with weights {adapter.base_fingerprint}; the RL model's weights "
                               f"are {fingerprint} (name the adapter's own base as the model)")
-    apply_lora(model, rank=adapter.rank, alpha=adapter.alpha, targets=adapter.targets)
-    load_lora_state_dict(model, {k: t.float() for k, t in adapter.tensors.items()})
+    wrap_with_adapter(model, adapter)
     return fingerprint
 
 

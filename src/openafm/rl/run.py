@@ -26,10 +26,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from openafm.checkpoint.adapter import ADAPTER_FILE
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.errors import CheckpointError
-from openafm.rl.adapter_policy import ADAPTER_FILE, adapt_policy, save_adapter_policy
+from openafm.rl.adapter_policy import adapt_policy, save_adapter_policy
 from openafm.rl.config import RESUMABLE_CHANGES, RLConfig
 from openafm.rl.prompts import PromptRecord, build_prompts
 from openafm.rl.rewards.registry import RewardFn

@@ -25,7 +25,7 @@ import shutil
 import time
 from pathlib import Path
 
-from openafm.checkpoint.adapter import read_adapter
+from openafm.checkpoint.adapter import ADAPTER_FILE, read_adapter
 from openafm.io import write_text_atomic
 from openafm.data.conversations import Conversation
 from openafm.nn.lora import DEFAULT_TARGETS
@@ -173,7 +173,7 @@ def export_bundle(adapter: str | Path, out: str | Path, *, tokenizer, draft: str
     info = read_adapter(adapter)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(adapter, out / "adapter.safetensors")
+    shutil.copyfile(adapter, out / ADAPTER_FILE)
     if draft is not None:
         if not Path(draft, "draft.json").is_file():
             raise ValueError(f"--draft {draft}: not a draft directory (openafm draft train --out DIR makes one)")
