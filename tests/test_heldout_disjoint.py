@@ -71,3 +71,18 @@ def test_udhr_heldout_articles_are_not_in_the_sft_data():
     heldout = {article.match(r.source).group(1) for r in udhr_prompts(Split.HELDOUT)}
     trained = {article.match(conv.where).group(1) for conv in builtin_conversations("udhr", n=None, seed=0)}
     assert heldout and trained and not heldout & trained
+
+
+def test_tool_round_rl_prompts_never_offer_a_heldout_tool():
+    """The RL source tool-rounds (both turns) draws only training families: the benchmark's held-out tool rounds
+    (their families, and every tool they offer) are never in an RL prompt, nor in a result the answer turn reads."""
+    heldout = {f.name for f in families(Split.HELDOUT)}
+    offered = re.compile(r'"name": "([a-z_]+)", "description"')
+    called = re.compile(r'"name": "([a-z_]+)", "arguments"')
+    records = build_prompts(PromptSource.TOOL_ROUNDS, {}, Split.TRAIN, size=600, seed=0)
+    assert {r.target["turn"] for r in records} == {"call", "answer"}
+    for r in records:
+        assert not set(offered.findall(r.system)) & heldout
+        assert not set(called.findall(" ".join(m["content"] for m in r.history))) & heldout
+    cases = tool_round_cases(60, seed=0, split=Split.HELDOUT)
+    assert {case.expected_call[0] for case in cases} <= heldout

@@ -154,11 +154,12 @@ def test_the_shipped_default_model_recipes_validate():
     assert sft.rank == 32 and {"guided", "tool-rounds", "bfcl", "udhr", "math-steps"} <= set(sft.data)
     assert recipe.stage("package").bundle == "openafm-135m" and recipe.stage("package").from_ == "sft"
     # the RL recipe continues the SFT adapter that recipe shipped, and packages a candidate it does not install
-    rl_recipe = load_recipe(ROOT / "recipes" / "default-model-rl.yaml")
-    assert [s.kind.value for s in rl_recipe.stages] == ["rl", "package"]
-    rl, package = rl_recipe.stage("rl"), rl_recipe.stage("package")
-    assert rl.model == "openafm-135m-sft" and rl.trains.value == "adapter"
-    assert package.from_ == "rl" and package.bundle not in BUNDLED and package.install_dir is None
+    for name in ("default-model-rl.yaml", "default-model-rl-tools.yaml"):
+        rl_recipe = load_recipe(ROOT / "recipes" / name)
+        assert [s.kind.value for s in rl_recipe.stages] == ["rl", "package"]
+        rl, package = rl_recipe.stage("rl"), rl_recipe.stage("package")
+        assert rl.model == "openafm-135m-sft" and rl.trains.value == "adapter"
+        assert package.from_ == "rl" and package.bundle not in BUNDLED and package.install_dir is None
     shipped_sft = sidecar(BUNDLED["openafm-135m-sft"])
     assert [s["name"] for s in shipped_sft["recipe"]] == ["synth-instructions", "sft"]
     assert shipped_sft["recipe"][1] == stage_spec(sft)

@@ -203,3 +203,19 @@ def test_each_set_samples_within_its_own_budget(tmp_path, base):
         assert row.prompt == prompts[n // k]
         assert len(row.response) <= (2 if s == 0 else 7)
     assert max(len(r.response) for n, r in enumerate(rows) if drawn[n // k][0] == 1) > 2
+
+
+def test_a_tool_round_set_samples_both_turns_and_scores_them(tmp_path, tokenizer):
+    model = make_tiny("smollm2-tiny", vocab_size=tokenizer.vocab_size, max_seq_len=2048)
+    save_checkpoint(tmp_path / "base", model.config, model.state_dict(), tokenizer)
+    sets = [{"name": "tools", "source": "tool-rounds", "weight": 1.0, "reward": "tool-round", "pool": 40}]
+    run = RLRun(RLConfig.from_dict(config(str(tmp_path / "base"), tmp_path / "run", prompt_sets=sets,
+                                          prompts_per_step=6)))
+    drawn = run.mixture.draw(0, 6)
+    assert {r.target["turn"] for _, r in drawn} == {"call", "answer"}
+    prompts = [render(run.tokenizer, r) for _, r in drawn]
+    answer = next(p for p, (_, r) in zip(prompts, drawn, strict=True) if r.history)
+    assert tokenizer.decode(answer).count("<tool_call>") == 2          # the format in the tools prompt, and the call
+    rows = run.sample(drawn, prompts, run.step)
+    rewards = [run.reward(*drawn[n // run.config.rloo.k], row) for n, row in enumerate(rows)]
+    assert len(rewards) == 6 * run.config.rloo.k and all(0.0 <= x <= 1.0 for x in rewards)

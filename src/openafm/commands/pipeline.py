@@ -15,6 +15,9 @@ examples:
   openafm pipeline recipes/posttrain-smollm2.yaml   post-training: synthetic data -> SFT -> RLOO -> evaluation
   openafm pipeline recipes/default-model.yaml       the default model, openafm-135m: synth -> SFT -> package
   openafm pipeline recipes/default-model-rl.yaml    RLOO on its SFT adapter -> a packaged candidate (not installed)
+  openafm pipeline recipes/default-model-rl-tools.yaml
+                                                    the same on the two turns of a tool round (the right call; an
+                                                    answer that keeps the result's values) -> a candidate
   openafm pipeline recipes/vision-default.yaml      its vision tower: reading -> alignment -> answers, decoder and
                                                     (after reading) encoder frozen
 """

@@ -4,6 +4,7 @@ already in the transcript, rendered exactly as an `openafm.fm` session with thos
 
     convs = tool_round_conversations(1000, seed=0, split=Split.TRAIN)    # Conversations, loss on assistant turns
     cases = tool_round_cases(50, seed=0, split=Split.HELDOUT)            # fresh tools that record their calls
+    turns = tool_round_turns(500, seed=0, split=Split.TRAIN)             # one model turn each, with its target (RL)
 
 Each family is a real `fm.Tool` over a small built-in table or arithmetic; its result is a JSON object and its answer
 template restates the result's key values as written there. A family's split is `split_of(name, "tool-family")`;
@@ -245,4 +246,60 @@ def tool_round_cases(n: int, *, seed: int, split: Split) -> list[ToolRoundCase]:
         out.append(ToolRoundCase(tools, rnd.question, (family.name, rnd.arguments), result_text(rnd.result),
                                  rnd.values(), rnd.answer, f"tool-round-cases {split.value} seed {seed} #{i} "
                                  f"{family.name}"))
+    return out
+
+
+# ---- single turns (RL prompts) -----------------------------------------------------------------------------------
+
+class Turn(str, enum.Enum):
+    CALL = "call"        # the question with the tools offered: the one right call, or no call when no tool fits
+    ANSWER = "answer"    # the transcript through the tool's result: an answer that holds every result value
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnPrompt:
+    """One model turn of a tool round, to be sampled and scored on its own: `messages` (rendered as a session feeds
+    them: the tools prompt, the question, and for ANSWER the call and its result) come before the generation prompt.
+    Target: CALL {"calls": [{"name", "arguments"}]} ([] when no tool fits); ANSWER {"values": [result values]}.
+    `reference` is the turn the SFT data has there (the call written out, or the answer)."""
+    messages: tuple[dict, ...]
+    turn: Turn
+    target: dict
+    reference: str
+    where: str
+
+
+def tool_round_turns(n: int, *, seed: int, split: Split, turns: Sequence[Turn] = tuple(Turn)) -> list[TurnPrompt]:
+    """n single turns of `split`'s tool families (rendered as the SFT conversations are); prompt i is a function of
+    (seed, split, i, turns) alone. A call turn is a no-call one (no tool fits) with the weight NO_CALL has beside
+    CALL_THEN_ANSWER among the SFT kinds."""
+    split, _ = _checked(n, split, None)
+    turns = [Turn(t) for t in turns]
+    if not turns:
+        raise ValueError(f"turns={turns!r}: name at least one of {[t.value for t in Turn]}")
+    pool = families(split)
+    no_call = KIND_WEIGHTS[Kind.NO_CALL] / (KIND_WEIGHTS[Kind.NO_CALL] + KIND_WEIGHTS[Kind.CALL_THEN_ANSWER])
+    out = []
+    for i in range(n):
+        r = random.Random(f"tool-round-turns:{seed}:{split.value}:{i}")
+        turn, family = r.choice(turns), r.choice(pool)
+        where = f"tool-round-turns {split.value} seed {seed} #{i} {family.name} {turn.value}"
+        system = {"role": "system", "content": tools_prompt(_toolset(r, family, pool))}
+        if turn is Turn.CALL and r.random() < no_call:
+            question, answer = _no_call(r)
+            conv = parse_conversation([system, {"role": "user", "content": question},
+                                       {"role": "assistant", "content": answer}], where)
+            out.append(TurnPrompt(conv.messages[:2], turn, {"calls": []}, conv.messages[2]["content"],
+                                  where + " no-call"))
+            continue
+        rnd = _draw_round(r, family)
+        conv = parse_conversation([system, {"role": "user", "content": rnd.question},
+                                   {"role": "assistant", "tool_calls": [rnd.call()]},
+                                   {"role": "tool", "content": result_text(rnd.result)},
+                                   {"role": "assistant", "content": rnd.answer}], where)
+        if turn is Turn.CALL:
+            out.append(TurnPrompt(conv.messages[:2], turn, {"calls": [rnd.call()]}, conv.messages[2]["content"], where))
+        else:
+            out.append(TurnPrompt(conv.messages[:4], turn, {"values": list(rnd.values())}, conv.messages[4]["content"],
+                                  where))
     return out

@@ -14,6 +14,11 @@ Sources (PromptSource) and their options:
                     the bfcl_*_heldout eval tasks). Target: {"truth", "functions"} for the tool-call reward.
     udhr            kinds (default both), languages (default all but English): UDHR translation / answer-in-a-
                     language prompts (rl/multilingual_prompts.py), split by article. Target: the reference text.
+    tool-rounds     turns (default both: call, answer): single turns of the tool round trips the SFT data holds
+                    (data/tool_rounds.py), split by tool family, so a held-out family (the default-model benchmark's
+                    tool rounds) is never trained on. call: the question with the tools (target {"calls": [...]},
+                    [] when no tool fits); answer: the transcript through the tool's result (target {"values"}).
+                    For the tool-round reward.
     guided          no options: @generable requests with their schema injected as a session injects it
                     (data/guided.py), split by schema (that module's rule). Target: {"schema", "counts"} for the
                     guided reward.
@@ -38,6 +43,7 @@ from typing import Any
 
 from openafm.data.guided import guided_example
 from openafm.data.instructions import instruction_prompts
+from openafm.data.tool_rounds import Turn, tool_round_turns
 from openafm.errors import ConfigError
 from openafm.eval.bfcl_data import load_category, package_info
 from openafm.eval.tool_use import DescribedTool
@@ -60,6 +66,7 @@ class PromptSource(str, enum.Enum):
     BFCL = "bfcl"
     UDHR = "udhr"
     GUIDED = "guided"
+    TOOL_ROUNDS = "tool-rounds"
     FILE = "file"
 
 
@@ -70,6 +77,8 @@ class PromptRecord:
     where: str                       # "reasoning-gym chain_sum seed 0 #12", "prompts.jsonl:7"
     system: str | None = None        # a system turn before the user turn (tool definitions, ...)
     key: str = ""                    # what makes two prompts the same question (its split is split_of(key))
+    history: tuple[dict, ...] = ()   # turns after the user turn, before the generation prompt ({"role", "content"}:
+                                     # a tool call and its result, for a prompt that asks for the turn after them)
 
 
 OPTIONS = {PromptSource.REASONING_GYM: {"dataset", "config", "hint"},
@@ -77,6 +86,7 @@ OPTIONS = {PromptSource.REASONING_GYM: {"dataset", "config", "hint"},
            PromptSource.BFCL: {"categories"},
            PromptSource.UDHR: {"kinds", "languages"},
            PromptSource.GUIDED: set(),
+           PromptSource.TOOL_ROUNDS: {"turns"},
            PromptSource.FILE: {"path", "heldout_path"}}
 
 
@@ -104,6 +114,8 @@ def build_prompts(source: PromptSource | str, options: Mapping[str, Any], split:
         return _udhr(options, split)[:size]
     if source is PromptSource.GUIDED:
         return [_guided(guided_example(seed, i, split)) for i in range(size)]
+    if source is PromptSource.TOOL_ROUNDS:
+        return _tool_rounds(options, split, size, seed)
     if source is PromptSource.FILE:
         key = "path" if split is Split.TRAIN else "heldout_path"
         if key not in options:
@@ -148,6 +160,19 @@ def _udhr(options: Mapping[str, Any], split: Split) -> list[PromptRecord]:
     kinds = [UDHRKind(k) for k in options.get("kinds", [k.value for k in UDHRKind])]
     records = udhr_prompts(split, languages=options.get("languages"), kinds=kinds)
     return [PromptRecord(r.prompt, r.target, r.source, key=r.source) for r in records]
+
+
+def _tool_rounds(options: Mapping[str, Any], split: Split, size: int, seed: int) -> list[PromptRecord]:
+    accepted = [t.value for t in Turn]
+    turns = options.get("turns", accepted)
+    if not isinstance(turns, list) or not turns or any(t not in accepted for t in turns):
+        raise ConfigError(f"prompt source tool-rounds: turns={turns!r} must be a non-empty list of {accepted}")
+    out = []
+    for t in tool_round_turns(size, seed=seed, split=split, turns=[Turn(t) for t in turns]):
+        system, user, *history = t.messages
+        out.append(PromptRecord(user["content"], {"turn": t.turn.value, **t.target}, t.where, system["content"],
+                                key=t.where, history=tuple(history)))
+    return out
 
 
 def _guided(ex) -> PromptRecord:

@@ -81,9 +81,9 @@ class PromptMixture:
 
 
 def render(tokenizer, record: PromptRecord) -> list[int]:
-    """The prompt as a session feeds it: [system,] user turn, then the generation prompt."""
+    """The prompt as a session feeds it: [system,] user turn[, the turns after it], then the generation prompt."""
     turns = ([{"role": "system", "content": record.system}] if record.system is not None else []) + \
-        [{"role": "user", "content": record.prompt}]
+        [{"role": "user", "content": record.prompt}, *record.history]
     return tokenizer.encode(tokenizer.apply_chat_template(turns, add_generation_prompt=True))
 
 

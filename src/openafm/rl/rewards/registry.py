@@ -24,6 +24,11 @@ system call the same functions.
     tool-call       whatever `checker` reads     1.0 if checker(response, target) else 0.0; the checker is passed
                                                  in (the BFCL AST match lives with the evaluation code)
     reward-model    ignored                      scorer(prompt, response): a trained reward model's score
+    tool-round      {"turn": "call", "calls":    call: 1.0 when the response is exactly the expected calls (the
+                     [{"name", "arguments"}]}    framework's <tool_call>[...]</tool_call>, nothing around it, JSON
+                    or {"turn": "answer",        equal), or for calls [] a plain answer with no call; answer: the
+                     "values": [str]}            fraction of the values the answer holds (case-insensitive, as the
+                                                 default-model benchmark checks them), 0.0 if it calls a tool again
     guided          {"schema": JSON Schema,      1.0 when the response is JSON valid for the schema with no degenerate
                      "counts": [[field, n]]}     fill (eval/guided_quality: empty strings, repeats, an asked count
                                                  missed, blank keys); 0.5 valid but degenerate; 0.0 otherwise
@@ -45,6 +50,7 @@ from sacrebleu.metrics import CHRF
 from openafm.data.instructions import Constraint, check
 from openafm.errors import ConfigError, OpenAFMError
 from openafm.eval.guided_quality import degeneracies
+from openafm.fm.tool import CALL_CLOSE, CALL_OPEN
 
 RewardFn = Callable[[str, str, Any], float]          # (prompt, response, target) -> reward
 
@@ -230,6 +236,35 @@ def guided_reward(*, degenerate: float = 0.5) -> RewardFn:
     return reward
 
 
+def _calls_in(response: str) -> list | None:
+    """The calls of a response that is one <tool_call>[...]</tool_call> and nothing else; None otherwise."""
+    text = response.strip()
+    if not (text.startswith(CALL_OPEN) and text.endswith(CALL_CLOSE)):
+        return None
+    try:
+        calls = json.loads(text[len(CALL_OPEN):-len(CALL_CLOSE)])
+    except ValueError:
+        return None
+    return calls if isinstance(calls, list) else None
+
+
+def tool_round_reward() -> RewardFn:
+    """One turn of a tool round (rl/prompts.py's tool-rounds source): the right call, or an answer from the result."""
+    def reward(prompt: str, response: str, target: Any) -> float:
+        turn = target.get("turn") if isinstance(target, Mapping) else None
+        if turn == "call" and isinstance(target.get("calls"), list):
+            if not target["calls"]:
+                return float(CALL_OPEN not in response and bool(response.strip()))
+            return float(_calls_in(response) == target["calls"])
+        if turn == "answer" and isinstance(target.get("values"), list) and target["values"]:
+            if CALL_OPEN in response:
+                return 0.0
+            return sum(str(v).lower() in response.lower() for v in target["values"]) / len(target["values"])
+        raise ValueError(f"the tool-round reward needs {{'turn': 'call', 'calls': [...]}} or {{'turn': 'answer', "
+                         f"'values': [...]}} as target, got {target!r}")
+    return reward
+
+
 REWARDS: dict[str, Callable[..., RewardFn]] = {
     "math": math_reward,
     "instructions": instructions_reward,
@@ -238,6 +273,7 @@ REWARDS: dict[str, Callable[..., RewardFn]] = {
     "tool-call": tool_call_reward,
     "reward-model": reward_model_reward,
     "guided": guided_reward,
+    "tool-round": tool_round_reward,
 }
 
 
