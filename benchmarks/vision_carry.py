@@ -25,7 +25,7 @@ from _common import emit, log, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.vision import load_tower  # noqa: E402
 from openafm.eval.report import wilson_interval  # noqa: E402
-from openafm.pipelines.vision import headline_rates, held_out_figures  # noqa: E402
+from openafm.pipelines.vision import answerable_refusal_rate, headline_rates, held_out_figures  # noqa: E402
 from openafm.splits import Split  # noqa: E402
 from openafm.train.vision.read import ReadHeads, read_accuracy  # noqa: E402
 from openafm.train.vision.tasks import Task  # noqa: E402
@@ -86,7 +86,8 @@ def main() -> None:
         result["towers"][label] = stage_answers(Path(path))
         if lm is not None:
             looked = held_out_figures(lm, tower, list(Task), args.answers, VALIDATION_SEED, split=Split.TRAIN)
-            result["towers"][label]["validation_answers"] = headline_rates(looked)
+            result["towers"][label]["validation_answers"] = {**headline_rates(looked),
+                                                             "answerable_refused": answerable_refusal_rate(looked)}
     emit(result, args.json)
 
 

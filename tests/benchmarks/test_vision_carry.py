@@ -1,13 +1,16 @@
 """benchmarks/vision_carry.py's non-model pieces: a stage's recorded held-out answers become counts with 95% Wilson
-intervals, and the reading heads are rebuilt with the tasks their checkpoint names."""
+intervals, the reading heads are rebuilt with the tasks their checkpoint names, and the validation answers' refusals
+on answerable questions exclude the absent-object ones."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from bench_modules import load_benchmark
+from openafm.pipelines.vision import answerable_refusal_rate, headline_rates
 from openafm.train.vision.read import ReadHeads
 from openafm.train.vision.tasks import Task
 
@@ -31,3 +34,10 @@ def test_heads_come_back_with_the_tasks_their_checkpoint_names():
     assert [t for t, _ in tasks] == [Task.COUNT, Task.NAME_EMOJI]
     x = torch.randn(3, 8)
     torch.testing.assert_close(heads(x, Task.COUNT), saved(x, Task.COUNT))
+
+
+def test_answerable_refusals_count_every_task_but_the_absent_questions():
+    figures = {"read-digit": {"accuracy": 0.5, "n": 40, "refused": 2}, "count": {"accuracy": 0.2, "n": 20, "refused": 4},
+               "absent": {"refusal_rate": 0.75, "n": 40}}
+    assert answerable_refusal_rate(figures) == pytest.approx(6 / 60)
+    assert headline_rates(figures) == {"read-digit": 0.5, "count": 0.2, "absent": 0.75}

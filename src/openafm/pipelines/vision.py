@@ -169,7 +169,7 @@ def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: in
     figures = {}
     for task in tasks:
         a = answer_questions(lm.model, lm.tokenizer, tower, held[task][:n], Resolution.RAPID)
-        figures[task.value] = {"accuracy": a.accuracy, "chance": chance(task), "n": a.total,
+        figures[task.value] = {"accuracy": a.accuracy, "chance": chance(task), "n": a.total, "refused": a.refused,
                                "examples": [list(x) for x in a.replies[:3]]}
     absent = absent_qa({t: held[t] for t in tasks}, n, seed + 2)
     a = answer_questions(lm.model, lm.tokenizer, tower, absent, Resolution.RAPID)
@@ -180,6 +180,12 @@ def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: in
 def headline_rates(figures: dict) -> dict[str, float]:
     """held_out_figures' one number per task: its accuracy, or for absent questions the refusal rate."""
     return {k: v["refusal_rate"] if k == "absent" else v["accuracy"] for k, v in figures.items()}
+
+
+def answerable_refusal_rate(figures: dict) -> float:
+    """held_out_figures' refusals over every answerable question (absent-object ones excluded)."""
+    tasks = [v for k, v in figures.items() if k != "absent"]
+    return sum(v["refused"] for v in tasks) / max(1, sum(v["n"] for v in tasks))
 
 
 def read_phase(stage: VisionStage, tower: VisionTower, out: Path, seed: int) -> dict | None:
