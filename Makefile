@@ -77,7 +77,7 @@ $(LLAMA_CPP_TOOLS)/bin/llama-bench:
 		$(LLAMA_CPP_TOOLS)/build/bin/llama-quantize $(LLAMA_CPP_TOOLS)/bin/
 
 # The default model's vision tower (encoder + adapter, ~7 MB float16) ships in the package; this remakes it
-# (about 2.4 CPU-hours: 1.2 hours on 2 cores; the exact command is also in the sidecar JSON beside the file).
+# (about 4.4 CPU-hours: 2.2 hours on 2 cores; the exact command is also in the sidecar JSON beside the file).
 vision-weights: $(STAMP)
 	$(VENV)/bin/openafm pipeline recipes/vision-default.yaml
 
