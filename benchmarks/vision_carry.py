@@ -28,6 +28,7 @@ from openafm.eval.report import wilson_interval  # noqa: E402
 from openafm.pipelines.vision import answerable_refusal_rate, headline_rates, held_out_figures  # noqa: E402
 from openafm.splits import Split  # noqa: E402
 from openafm.train.vision.read import ReadHeads, read_accuracy  # noqa: E402
+from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.train.vision.tasks import Task  # noqa: E402
 
 VALIDATION_SEED = 7         # renderings no training run draws (training pools and reading steps use seed 0)
@@ -63,6 +64,8 @@ def main() -> None:
     p.add_argument("--n", type=int, default=64, help="TRAIN-split renderings per task for the heads")
     p.add_argument("--answers", type=int, default=0, help="validation questions per task each tower answers through "
                                                            "its decoder (0: none)")
+    p.add_argument("--mode", default="rapid", choices=[m.value for m in Resolution],
+                   help="the image mode of the --answers look (default rapid, as the stages record theirs)")
     p.add_argument("--decoder", default="openafm-135m", help="the decoder the towers were trained against (--answers)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
@@ -76,7 +79,7 @@ def main() -> None:
     heads, tasks = heads_from(state, first.config.vision.width)
     first.encoder.load_state_dict(state["encoder"])
     result = {"command": "python benchmarks/vision_carry.py " + " ".join(sys.argv[1:]), "split": "train (validation "
-              f"renderings, seed {VALIDATION_SEED})", "n": args.n, "heads": {}, "towers": {}}
+              f"renderings, seed {VALIDATION_SEED})", "n": args.n, "answers_mode": args.mode, "heads": {}, "towers": {}}
     result["heads"]["after-read"] = _heads(first, heads, tasks, args.n)
     lm = load_model(args.decoder) if args.answers else None
     for label, path in towers.items():
@@ -85,7 +88,8 @@ def main() -> None:
         result["heads"][label] = _heads(tower, heads, tasks, args.n)
         result["towers"][label] = stage_answers(Path(path))
         if lm is not None:
-            looked = held_out_figures(lm, tower, list(Task), args.answers, VALIDATION_SEED, split=Split.TRAIN)
+            looked = held_out_figures(lm, tower, list(Task), args.answers, VALIDATION_SEED, split=Split.TRAIN,
+                                      mode=Resolution(args.mode))
             result["towers"][label]["validation_answers"] = {**headline_rates(looked),
                                                              "answerable_refused": answerable_refusal_rate(looked)}
     emit(result, args.json)

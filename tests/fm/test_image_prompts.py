@@ -12,7 +12,7 @@ from PIL import Image
 import openafm.fm as fm
 from openafm.checkpoint.packaged import DEFAULT_MODEL
 from openafm.fm import model as fm_model
-from openafm.models.image_views import MAX_IMAGE_PIXELS
+from openafm.models.image_views import DEFAULT_RESOLUTION, MAX_IMAGE_PIXELS
 
 pytestmark = pytest.mark.real_model
 NAME = DEFAULT_MODEL          # the model a session uses unless told otherwise
@@ -50,10 +50,11 @@ def test_call_shapes_prefill_image_tokens_and_record_them(tower, images):
     s, answers, first, alone, several, text_only = asyncio.run(go())
     assert all(isinstance(x, str) for x in answers)
     conv = s._conversation
-    assert [sp.end - sp.start for sp in conv.images] == [144, 144, 144, 144]
+    d = 9                                              # the default mode, rapid (DEFAULT_RESOLUTION): 9 image tokens
+    assert [sp.end - sp.start for sp in conv.images] == [d, d, d, d]
     # each turn prefills only its own tokens: its images plus a few template tokens
-    assert 144 < alone < 144 + 20 and 2 * 144 < several < 2 * 144 + 25 and text_only < 25
-    assert 144 < first < 144 + 60                      # the default system prompt, the question, the image
+    assert d < alone < d + 20 and 2 * d < several < 2 * d + 25 and text_only < 25
+    assert d < first < d + 60                          # the default system prompt, the question, the image
     users = [e for e in s.transcript.entries if e["role"] == "user"]
     assert users[0]["contents"][0]["text"] == "What is this?"
     assert {k: users[0]["contents"][1][k] for k in ("type", "path", "label")} == \
@@ -76,7 +77,8 @@ def test_images_with_generating_and_streaming(tower, images):
 
 
 def test_resolution_sets_the_image_token_count(tower, images):
-    for mode, tokens in (("rapid", 9), ("high", 720)):
+    assert fm.SystemLanguageModel().resolution is DEFAULT_RESOLUTION is fm.Resolution.RAPID
+    for mode, tokens in (("balanced", 144), ("high", 720)):
         model = fm.SystemLanguageModel(resolution=mode)
         assert asyncio.run(model.token_count(fm.ImageAttachment(images[0]))) == tokens
         s = fm.LanguageModelSession(model=model)

@@ -74,13 +74,14 @@ def prompt_tokens(lm, content: str, per_image: int) -> int:
 
 def test_an_image_is_answered_and_costs_the_tokens_of_its_mode(client, lm, tower):
     counted = {}
-    for detail, tokens in ((None, 144), ("auto", 144), ("low", 9), ("high", 720)):
+    for detail, tokens in ((None, 9), ("auto", 9), ("low", 9), ("balanced", 144), ("high", 720)):  # none, auto: rapid
         r = ask(client, [{"type": "text", "text": QUESTION}, image(RED, detail)], max_tokens=4)
         if detail != "high":            # 720 tokens of this random tower make the model end at once (fm does too)
             assert r.choices[0].message.content and r.usage.completion_tokens >= 1
         assert r.usage.prompt_tokens == prompt_tokens(lm, QUESTION + "\n" + image_marker(0), tokens)
         counted[detail] = r.usage.prompt_tokens
-    assert counted[None] - counted["low"] == 144 - 9 and counted["high"] - counted[None] == 720 - 144
+    assert counted[None] == counted["auto"] == counted["low"] and counted["high"] - counted[None] == 720 - 9
+    assert counted["balanced"] - counted[None] == 144 - 9
     two = ask(client, [image(RED), {"type": "text", "text": QUESTION}], max_tokens=4, n=2)     # one prefill, 2 rows
     assert two.choices[0].message.content == two.choices[1].message.content                 # greedy: the same
 
@@ -109,12 +110,12 @@ def test_the_image_is_read_and_no_cache_is_shared_across_images(client, server, 
 
 def test_parts_keep_their_order_in_the_prompt(lm, tower):
     body = {"model": MODEL, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "before"}, image(RED, "low"), {"type": "text", "text": "after"}, image(BLUE)]}]}
+        {"type": "text", "text": "before"}, image(RED, "low"), {"type": "text", "text": "after"}, image(BLUE, "high")]}]}
     plan = chat_request(body, tokenizer=lm.tokenizer, model=MODEL, context=2048, vision=lambda: tower)
     assert f"before\n{image_marker(0)}\nafter\n{image_marker(1)}" in plan.prompt_text
     assert [(i.mode.value, i.where) for i in plan.images] == [
-        ("rapid", "messages[0].content[1].image_url.url"), ("balanced", "messages[0].content[3].image_url.url")]
-    assert plan.prompt.count(IMAGE_PLACEHOLDER) == 9 + 144
+        ("rapid", "messages[0].content[1].image_url.url"), ("high", "messages[0].content[3].image_url.url")]
+    assert plan.prompt.count(IMAGE_PLACEHOLDER) == 9 + 720
 
 
 def bomb(side: int) -> bytes:
@@ -150,7 +151,7 @@ def test_each_bad_image_is_a_400_naming_its_field(client, tower, url, param, mes
 
 @pytest.mark.parametrize("message, param, error", [
     ({"role": "user", "content": [image(RED, "medium")]}, "messages[0].content[0].image_url.detail",
-     r"detail='medium' is not one of \['auto', 'high', 'low'\]"),
+     r"detail='medium' is not one of \['auto', 'balanced', 'high', 'low'\]"),
     ({"role": "user", "content": [{"type": "image_url", "image_url": RED}]}, "messages[0].content[0].image_url",
      "must be an object"),
     ({"role": "system", "content": [image(RED)]}, "messages[0].content[0]", "user messages only"),

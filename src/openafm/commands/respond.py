@@ -9,6 +9,7 @@ import sys
 
 import openafm.fm as fm
 from openafm.api import DEFAULT_MODEL
+from openafm.models.image_views import DEFAULT_RESOLUTION, Resolution
 
 
 def register(subparsers) -> None:
@@ -29,9 +30,9 @@ def register(subparsers) -> None:
     r.add_argument("--image", action="append", default=[], metavar="FILE",
                    help="an image attached after the prompt text (repeat for several); read by the model's vision "
                         "tower (packaged for the default model)")
-    r.add_argument("--resolution", default="balanced", choices=["high", "balanced", "rapid"],
-                   help="image mode: high (1344 tiled 2x2 + overview, 720 image tokens), balanced (672, 144; "
-                        "default), rapid (224, 9)")
+    r.add_argument("--resolution", default=DEFAULT_RESOLUTION.value, choices=[m.value for m in Resolution],
+                   help="image mode: high (1344 tiled 2x2 + overview, 720 image tokens), balanced (672, 144), rapid "
+                        f"(224, 9); default {DEFAULT_RESOLUTION.value}, where the shipped vision tower answers best")
     r.set_defaults(run=run_respond)
 
 

@@ -15,7 +15,7 @@ Weights (openafm extension): `weights=` says how a GGUF model's blocks are held,
 per block as llama.cpp computes, faster and less exact; "float32"). Each choice loads its own copy.
 
 Images (openafm extension): `resolution=` picks the mode an image prompt runs in ("high": 720 image tokens,
-"balanced": 144, the default, "rapid": 9; openafm.models.image_views). The vision tower (encoder + adapter)
+"balanced": 144, "rapid": 9, the default, where the shipped tower answers best; openafm.models.image_views). The vision tower (encoder + adapter)
 of the default model ships in the package (openafm.checkpoint.vision); a model without one raises
 ImagePromptError on an image prompt, saying so and what to run.
 """
@@ -41,7 +41,7 @@ from openafm.fm.prompt import prompt_parts
 from openafm.fm.schema import GenerationSchema
 from openafm.fm.tool import Tool, tools_prompt
 from openafm.fm.transcript import Transcript, entry_text
-from openafm.models.image_views import Resolution, resolution as as_resolution
+from openafm.models.image_views import DEFAULT_RESOLUTION, Resolution, resolution as as_resolution
 from openafm.models.vlm import split_markers
 from openafm.runtime.engine import Engine, EngineConfig
 from openafm.runtime.language_model import LanguageModel
@@ -120,7 +120,7 @@ class SystemLanguageModel:
                  guardrails: SystemLanguageModelGuardrails = SystemLanguageModelGuardrails.DEFAULT,
                  adapter: Adapter | None = None, *, model: str = DEFAULT_MODEL,
                  max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS, draft: Draft | None = None,
-                 resolution: Resolution | str = Resolution.BALANCED, weights: Weights | str = Weights.AUTO):
+                 resolution: Resolution | str = DEFAULT_RESOLUTION, weights: Weights | str = Weights.AUTO):
         use_case = _use_case(use_case)
         self.weights = parse_weights(weights)
         self.resolution = as_resolution(resolution)

@@ -161,18 +161,18 @@ def training_pools(tasks: list[Task], data: VisionData, seed: int) -> dict:
 
 
 def held_out_figures(lm, tower: VisionTower, tasks: list[Task], n: int, seed: int,
-                     split: Split = Split.HELDOUT) -> dict:
-    """Greedy answers through the decoder, rapid mode, to n questions per task of `split` (and n absent-object
-    questions): accuracy (refusal rate for absent), n and the first examples. TRAIN with a seed no training pool
-    draws is a validation look."""
+                     split: Split = Split.HELDOUT, mode: Resolution = Resolution.RAPID) -> dict:
+    """Greedy answers through the decoder, in `mode` (rapid by default), to n questions per task of `split` (and n
+    absent-object questions): accuracy (refusal rate for absent), n, refusals and the first examples. TRAIN with a
+    seed no training pool draws is a validation look."""
     held = task_pools(split, n, seed)
     figures = {}
     for task in tasks:
-        a = answer_questions(lm.model, lm.tokenizer, tower, held[task][:n], Resolution.RAPID)
+        a = answer_questions(lm.model, lm.tokenizer, tower, held[task][:n], mode)
         figures[task.value] = {"accuracy": a.accuracy, "chance": chance(task), "n": a.total, "refused": a.refused,
                                "examples": [list(x) for x in a.replies[:3]]}
     absent = absent_qa({t: held[t] for t in tasks}, n, seed + 2)
-    a = answer_questions(lm.model, lm.tokenizer, tower, absent, Resolution.RAPID)
+    a = answer_questions(lm.model, lm.tokenizer, tower, absent, mode)
     figures["absent"] = {"refusal_rate": a.accuracy, "n": a.total, "examples": [list(x) for x in a.replies[:3]]}
     return figures
 

@@ -25,14 +25,14 @@ from typing import Any, Callable
 import torch
 
 from openafm.fm.errors import ImagePromptError
-from openafm.models.image_views import ImageLoadError, Resolution, data_url_bytes, decode_image
+from openafm.models.image_views import DEFAULT_RESOLUTION, ImageLoadError, Resolution, data_url_bytes, decode_image
 from openafm.models.vlm import IMAGE_PLACEHOLDER, image_marker, split_markers
 from openafm.runtime.conversation import Conversation
 from openafm.runtime.kv_cache import KVCache
 from openafm.serve.errors import RequestError, need
 
-DEFAULT_RESOLUTION = Resolution.BALANCED
-DETAIL = {"auto": DEFAULT_RESOLUTION, "low": Resolution.RAPID, "high": Resolution.HIGH}    # OpenAI's detail -> mode
+# OpenAI's detail -> mode; "balanced" is openafm's extension (OpenAI's three values reach only two of the three modes)
+DETAIL = {"auto": DEFAULT_RESOLUTION, "low": Resolution.RAPID, "high": Resolution.HIGH, "balanced": Resolution.BALANCED}
 IMAGE_URL_FIELDS = ("url", "detail")
 CODE = "invalid_image"
 
@@ -54,7 +54,7 @@ def image_input(url: Any, detail: Any, where: str, detail_where: str) -> ImageIn
                            f"base64 data URL (data:image/png;base64,...)", where, code=CODE)
     need(detail is None or (isinstance(detail, str) and detail in DETAIL),
          f"{detail_where}={detail!r} is not one of {sorted(DETAIL)} (low: the rapid mode, high: the high mode, "
-         f"auto: {DEFAULT_RESOLUTION.value})", detail_where)
+         f"balanced: the balanced mode, auto: {DEFAULT_RESOLUTION.value})", detail_where)
     try:
         data = data_url_bytes(url)
     except ImageLoadError as e:
