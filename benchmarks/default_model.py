@@ -50,7 +50,7 @@ from openafm.checkpoint.load import load_model
 from openafm.checkpoint.packaged import BUNDLED
 from openafm.data.guided import guided_example
 from openafm.data.pipeline.langid import identify
-from openafm.data.tool_rounds import tool_round_cases
+from openafm.data.tool_rounds import missing_values, tool_round_cases
 from openafm.eval.guided_quality import degeneracies
 from openafm.eval.harness import run_eval
 from openafm.eval.perplexity import perplexity
@@ -99,7 +99,7 @@ async def _tool_case(model, case) -> dict:
     asked = [(c["name"], json.loads(c["arguments"])) for e in session.transcript.entries     # the model's calls,
              for c in e.get("toolCalls", [])]                                               # repeats included
     once = len(calls) == 1 and calls[0] == case.expected_call
-    missing = [v for v in case.result_values if v.lower() not in answer.lower()]
+    missing = missing_values(case.result_values, answer)
     return {"where": case.where, "calls": calls, "asked": asked, "answer": answer, "called_once_right": once,
             "asked_once_right": len(asked) == 1 and asked[0] == case.expected_call,
             "missing": missing, "grounded": not missing, "success": once and not missing}

@@ -25,10 +25,10 @@ from _common import emit, log, parser  # noqa: E402
 from openafm.checkpoint.load import load_model  # noqa: E402
 from openafm.checkpoint.vision import load_tower  # noqa: E402
 from openafm.eval.report import wilson_interval  # noqa: E402
+from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.pipelines.vision import answerable_refusal_rate, headline_rates, held_out_figures  # noqa: E402
 from openafm.splits import Split  # noqa: E402
 from openafm.train.vision.read import ReadHeads, read_accuracy  # noqa: E402
-from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.train.vision.tasks import Task  # noqa: E402
 
 VALIDATION_SEED = 7         # renderings no training run draws (training pools and reading steps use seed 0)

@@ -37,7 +37,7 @@ def test_heads_come_back_with_the_tasks_their_checkpoint_names():
 
 
 def test_answerable_refusals_count_every_task_but_the_absent_questions():
-    figures = {"read-digit": {"accuracy": 0.5, "n": 40, "refused": 2}, "count": {"accuracy": 0.2, "n": 20, "refused": 4},
-               "absent": {"refusal_rate": 0.75, "n": 40}}
+    figures = {"read-digit": {"accuracy": 0.5, "n": 40, "refused": 2},
+               "count": {"accuracy": 0.2, "n": 20, "refused": 4}, "absent": {"refusal_rate": 0.75, "n": 40}}
     assert answerable_refusal_rate(figures) == pytest.approx(6 / 60)
     assert headline_rates(figures) == {"read-digit": 0.5, "count": 0.2, "absent": 0.75}

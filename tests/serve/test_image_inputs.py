@@ -110,7 +110,8 @@ def test_the_image_is_read_and_no_cache_is_shared_across_images(client, server, 
 
 def test_parts_keep_their_order_in_the_prompt(lm, tower):
     body = {"model": MODEL, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "before"}, image(RED, "low"), {"type": "text", "text": "after"}, image(BLUE, "high")]}]}
+        {"type": "text", "text": "before"}, image(RED, "low"), {"type": "text", "text": "after"},
+        image(BLUE, "high")]}]}
     plan = chat_request(body, tokenizer=lm.tokenizer, model=MODEL, context=2048, vision=lambda: tower)
     assert f"before\n{image_marker(0)}\nafter\n{image_marker(1)}" in plan.prompt_text
     assert [(i.mode.value, i.where) for i in plan.images] == [

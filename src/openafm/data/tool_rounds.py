@@ -270,9 +270,9 @@ class TurnPrompt:
 
 
 def tool_round_turns(n: int, *, seed: int, split: Split, turns: Sequence[Turn] = tuple(Turn)) -> list[TurnPrompt]:
-    """n single turns of `split`'s tool families (rendered as the SFT conversations are); prompt i is a function of
-    (seed, split, i, turns) alone. A call turn is a no-call one (no tool fits) with the weight NO_CALL has beside
-    CALL_THEN_ANSWER among the SFT kinds."""
+    """n single turns of `split`'s tool families, cut from conversations rendered as the SFT ones are (`_turns`);
+    prompt i is a function of (seed, split, i, turns) alone. A call turn is a no-call one (no tool fits) with the
+    weight NO_CALL has beside CALL_THEN_ANSWER among the SFT kinds."""
     split, _ = _checked(n, split, None)
     turns = [Turn(t) for t in turns]
     if not turns:
@@ -283,23 +283,21 @@ def tool_round_turns(n: int, *, seed: int, split: Split, turns: Sequence[Turn] =
     for i in range(n):
         r = random.Random(f"tool-round-turns:{seed}:{split.value}:{i}")
         turn, family = r.choice(turns), r.choice(pool)
+        kind = Kind.NO_CALL if turn is Turn.CALL and r.random() < no_call else Kind.CALL_THEN_ANSWER
         where = f"tool-round-turns {split.value} seed {seed} #{i} {family.name} {turn.value}"
-        system = {"role": "system", "content": tools_prompt(_toolset(r, family, pool))}
-        if turn is Turn.CALL and r.random() < no_call:
-            question, answer = _no_call(r)
-            conv = parse_conversation([system, {"role": "user", "content": question},
-                                       {"role": "assistant", "content": answer}], where)
-            out.append(TurnPrompt(conv.messages[:2], turn, {"calls": []}, conv.messages[2]["content"],
-                                  where + " no-call"))
-            continue
-        rnd = _draw_round(r, family)
-        conv = parse_conversation([system, {"role": "user", "content": rnd.question},
-                                   {"role": "assistant", "tool_calls": [rnd.call()]},
-                                   {"role": "tool", "content": result_text(rnd.result)},
-                                   {"role": "assistant", "content": rnd.answer}], where)
-        if turn is Turn.CALL:
-            out.append(TurnPrompt(conv.messages[:2], turn, {"calls": [rnd.call()]}, conv.messages[2]["content"], where))
+        drawn = _turns(r, kind, family, pool)      # system, user, assistant[, tool, assistant]
+        messages = parse_conversation(drawn, where).messages
+        if kind is Kind.NO_CALL:
+            out.append(TurnPrompt(messages[:2], turn, {"calls": []}, messages[2]["content"], where + " no-call"))
+        elif turn is Turn.CALL:
+            out.append(TurnPrompt(messages[:2], turn, {"calls": drawn[2]["tool_calls"]}, messages[2]["content"], where))
         else:
-            out.append(TurnPrompt(conv.messages[:4], turn, {"values": list(rnd.values())}, conv.messages[4]["content"],
-                                  where))
+            result = json.loads(drawn[3]["content"])
+            out.append(TurnPrompt(messages[:4], turn, {"values": [str(result[k]) for k in family.keys]},
+                                  messages[4]["content"], where))
     return out
+
+
+def missing_values(values: Sequence[str], answer: str) -> list[str]:
+    """The result values an answer does not hold (case-insensitive): what "grounded in the result" checks."""
+    return [v for v in values if v.lower() not in answer.lower()]

@@ -15,9 +15,9 @@ Weights (openafm extension): `weights=` says how a GGUF model's blocks are held,
 per block as llama.cpp computes, faster and less exact; "float32"). Each choice loads its own copy.
 
 Images (openafm extension): `resolution=` picks the mode an image prompt runs in ("high": 720 image tokens,
-"balanced": 144, "rapid": 9, the default, where the shipped tower answers best; openafm.models.image_views). The vision tower (encoder + adapter)
-of the default model ships in the package (openafm.checkpoint.vision); a model without one raises
-ImagePromptError on an image prompt, saying so and what to run.
+"balanced": 144, "rapid": 9, the default, where the shipped tower answers best; openafm.models.image_views). The
+vision tower (encoder + adapter) of the default model ships in the package (openafm.checkpoint.vision); a model
+without one raises ImagePromptError on an image prompt, saying so and what to run.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ loaded from YAML like the trainer's.
          options: {dataset: chain_sum, config: {max_terms: 2, max_digits: 2}, hint: ""}}
       - {name: ifeval, source: instructions, weight: 0.3, reward: instructions}
     heldout: {every: 10, size: 64}
-    adapter: {init: openafm-135m-sft}     # train a LoRA adapter on the frozen model (rl/adapter_policy.py), not every weight
+    adapter: {init: openafm-135m-sft}     # a LoRA adapter on the frozen model (rl/adapter_policy.py), not every weight
     asynchronous: {generators: 1, max_staleness: 1}     # `openafm rl --async` only (AsyncSettings)
 
 A set may give its own max_new_tokens (a short math answer beside a 200-token instruction-following reply); its

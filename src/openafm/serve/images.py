@@ -32,7 +32,8 @@ from openafm.runtime.kv_cache import KVCache
 from openafm.serve.errors import RequestError, need
 
 # OpenAI's detail -> mode; "balanced" is openafm's extension (OpenAI's three values reach only two of the three modes)
-DETAIL = {"auto": DEFAULT_RESOLUTION, "low": Resolution.RAPID, "high": Resolution.HIGH, "balanced": Resolution.BALANCED}
+DETAIL = {"auto": DEFAULT_RESOLUTION, "low": Resolution.RAPID, "high": Resolution.HIGH,
+          "balanced": Resolution.BALANCED}
 IMAGE_URL_FIELDS = ("url", "detail")
 CODE = "invalid_image"
 

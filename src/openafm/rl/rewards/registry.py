@@ -48,6 +48,7 @@ import jsonschema
 from sacrebleu.metrics import CHRF
 
 from openafm.data.instructions import Constraint, check
+from openafm.data.tool_rounds import missing_values
 from openafm.errors import ConfigError, OpenAFMError
 from openafm.eval.guided_quality import degeneracies
 from openafm.fm.tool import CALL_CLOSE, CALL_OPEN
@@ -259,7 +260,8 @@ def tool_round_reward() -> RewardFn:
         if turn == "answer" and isinstance(target.get("values"), list) and target["values"]:
             if CALL_OPEN in response:
                 return 0.0
-            return sum(str(v).lower() in response.lower() for v in target["values"]) / len(target["values"])
+            values = [str(v) for v in target["values"]]
+            return 1.0 - len(missing_values(values, response)) / len(values)
         raise ValueError(f"the tool-round reward needs {{'turn': 'call', 'calls': [...]}} or {{'turn': 'answer', "
                          f"'values': [...]}} as target, got {target!r}")
     return reward
