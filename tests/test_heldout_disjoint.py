@@ -59,6 +59,17 @@ def test_tool_round_families_split_and_every_tool_of_a_conversation_is_of_its_sp
         assert {t.name for t in case.tools} <= heldout
 
 
+def test_made_tool_conversations_offer_no_heldout_tool_and_no_heldout_question():
+    """The made-up tools (SFT's made-tool-rounds) are none of the held-out families, and no held-out question of the
+    tool round benchmark is asked in them."""
+    heldout = {f.name for f in families(Split.HELDOUT)}
+    system_tools = re.compile(r'"name": "([a-z_]+)", "description"')
+    questions = {case.question for case in tool_round_cases(60, seed=0, split=Split.HELDOUT)}
+    for conv in builtin_conversations("made-tool-rounds", n=400, seed=0):
+        assert not set(system_tools.findall(conv.messages[0]["content"])) & heldout
+        assert not {m["content"] for m in conv.messages if m["role"] == "user"} & questions
+
+
 def test_bfcl_sft_data_holds_no_heldout_question():
     _, data = package_info(TOOL_TASK)
     heldout = {e["id"] for c in ("simple_python", "multiple", "parallel") for e in load_category(data, c, Split.HELDOUT)}

@@ -139,6 +139,9 @@ def test_sft_draws_the_builtin_sets_and_the_package_stage_refuses_a_base_that_is
     (lambda r: r["stages"][2].update(bundle="a/b"), "bundle='a/b'"),
     (lambda r: r["stages"][0].update(reward="nope"), "unknown reward 'nope'; known rewards: chrf"),
     (lambda r: r["stages"][2].update(kind="bogus"), "unknown kind 'bogus'"),
+    (lambda r: r["stages"][1].update(adapter="continue"), "model=.*/base' must name one"),
+    (lambda r: r["stages"][1].update(adapter="continue", model="openafm-135m-sft"), r"rank / alpha \(got 2 / None\)"),
+    (lambda r: r["stages"][1].update(adapter="resume"), "'resume'"),
 ])
 def test_bad_default_recipe_stages_are_named(tmp_path, base, edit, message):
     data = default_like(tmp_path, base)
@@ -162,7 +165,14 @@ def test_the_shipped_default_model_recipes_validate():
         assert package.from_ == "rl" and package.bundle not in BUNDLED and package.install_dir is None
     shipped_sft = sidecar(BUNDLED["openafm-135m-sft"])
     assert [s["name"] for s in shipped_sft["recipe"]] == ["synth-instructions", "sft"]
-    assert shipped_sft["recipe"][1] == stage_spec(sft)
+    # the adapter kind came after the shipped adapter was made: its record lacks the field, whose default it used
+    assert sft.adapter.value == "new"
+    assert shipped_sft["recipe"][1] == {k: v for k, v in stage_spec(sft).items() if k != "adapter"}
+    # the tools recipe continues that adapter with the made-up tools and the SFT mixture replayed
+    tools = load_recipe(ROOT / "recipes" / "default-model-tools.yaml")
+    more = tools.stage("sft")
+    assert more.model == "openafm-135m-sft" and more.adapter.value == "continue" and more.rank is None
+    assert {"made-tool-rounds", "guided", "tool-rounds", "bfcl", "udhr", "math-steps"} == set(more.data)
 
 
 
@@ -196,3 +206,19 @@ def test_a_package_after_rl_records_rl_and_what_the_adapter_came_from():
     base, record = history(recipe, recipe.stage("package"), {"sft": sft_out, "rl": RL_OUT})
     assert base == "smollm2-135m-instruct" and "continues" not in record
     assert record["data"] == {"bfcl": 9} and record["sft"]["loss_last"] == 1.0 and record["rl"]["steps"] == 3
+
+
+def test_a_package_after_sft_that_continued_a_bundle_names_it_and_adapts_its_base():
+    sft = {"name": "sft", "kind": "sft", "model": "openafm-135m-sft", "adapter": "continue",
+           "data": ["made-tool-rounds"], "sft": {}}
+    recipe = recipe_from_dict({"run_dir": "run", "stages": [
+        sft, {"name": "package", "kind": "package", "from": "sft", "bundle": "toy"}]})
+    sft_out = {"examples_per_source": {"made-tool-rounds": 9}, "examples": 9, "skipped": 0, "steps": 4,
+               "loss_first": 2.0, "loss_last": 1.0, "adapter": "run/sft.safetensors", "model_dir": "run/sft"}
+    base, record = history(recipe, recipe.stage("package"), {"sft": sft_out})
+    shipped = sidecar(BUNDLED["openafm-135m-sft"])
+    assert base == "smollm2-135m-instruct"
+    assert record["data"] == {"made-tool-rounds": 9} and record["sft"]["steps"] == 4
+    assert record["continues"]["name"] == "openafm-135m-sft"
+    assert record["continues"]["adapter_sha256"] == shipped["adapter_sha256"]
+    assert record["continues"]["data"] == shipped["data"]

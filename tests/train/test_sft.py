@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import openafm.fm as fm
+from openafm.checkpoint.adapter import read_adapter
 from openafm.checkpoint.native import save_checkpoint
 from openafm.data.batch import IGNORE_INDEX
 from openafm.data.chat import ChatExample
@@ -181,3 +182,33 @@ def test_lora_sft_trains_only_the_adapter_and_reloads_through_fm(tmp_path, token
         expected = trainer.model.eval()(ids)
         adapted = fm.SystemLanguageModel(model=str(path), adapter=fm.SystemLanguageModel.Adapter(out))
         torch.testing.assert_close(adapted.language_model().model(ids), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_lora_sft_continues_an_adapter_from_its_tensors(tmp_path, tokenizer, examples):
+    def trainer_for(run: str, steps: int, **lora):
+        config = TrainConfig.from_dict(dict(model="tiny", run_dir=str(tmp_path / run), steps=steps, batch_size=2,
+                                            seq_len=512, init="keep", peak_flops=1e10, progress=False,
+                                            optimizer=dict(lr=1e-2, weight_decay=0.0),
+                                            schedule=dict(kind="constant")))
+        loader = SFTLoader(examples, tokenizer, seq_len=512, global_batch=2, too_long=TooLong.SKIP)
+        torch.manual_seed(0)
+        return build_sft_trainer(config, base=tiny_model(tokenizer), loader=loader, **lora)
+
+    first, fingerprint = trainer_for("first", 3, rank=4)
+    first.run()
+    adapter = read_adapter(save_lora_adapter(first, tmp_path / "a.safetensors", fingerprint))
+    ids = torch.tensor([chat_tokens(tokenizer, examples[0]).ids[:64]])
+    with torch.no_grad():
+        trained = first.model.eval()(ids)
+    # continued: the adapter's own factors at step 0 (the model's output equals the first run's), then they move
+    more, _ = trainer_for("more", 2, rank=adapter.rank, alpha=adapter.alpha, init_state=adapter.tensors)
+    with torch.no_grad():
+        torch.testing.assert_close(more.model.eval()(ids), trained, rtol=1e-5, atol=1e-5)
+    start = {n: p.detach().clone() for n, p in more.model.named_parameters() if "lora_B" in n}
+    more.run()
+    assert any(not torch.equal(p, start[n]) for n, p in more.model.named_parameters() if n in start)
+    # an adapter of another rank does not fit, and full SFT takes no adapter
+    with pytest.raises(ValueError, match=r"has shape .* \(a different rank"):
+        trainer_for("other", 1, rank=2, init_state=adapter.tensors)
+    with pytest.raises(ConfigError, match="adapter to continue are LoRA options"):
+        trainer_for("full", 1, method="full", init_state=adapter.tensors)

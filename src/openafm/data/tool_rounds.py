@@ -93,28 +93,29 @@ def result_text(result: dict) -> str:
 
 
 @functools.cache
-def _tool_class(name: str) -> type[FamilyTool]:
-    family = FAMILY_BY_NAME[name]
-    title = "".join(w.capitalize() for w in name.split("_"))
+def _tool_class(family: Family) -> type[FamilyTool]:
+    title = "".join(w.capitalize() for w in family.name.split("_"))
     namespace = {"__annotations__": {a: kind for a, kind, _, _ in family.args}, "__module__": __name__,
                  "__qualname__": title + "Arguments"}
     namespace.update({a: guide(description, **guides) for a, _, description, guides in family.args})
     schema = generable(type(title + "Arguments", (), namespace)).generation_schema()
-    return type(title + "Tool", (FamilyTool,), {"name": name, "description": family.description, "family": family,
-                                                "schema": schema, "__module__": __name__})
+    return type(title + "Tool", (FamilyTool,), {"name": family.name, "description": family.description,
+                                                "family": family, "schema": schema, "__module__": __name__})
 
 
 def family_tool(family: Family | str) -> FamilyTool:
-    """A fresh tool of a family (its own empty `calls`)."""
-    name = family if isinstance(family, str) else family.name
-    if name not in FAMILY_BY_NAME:
-        raise ValueError(f"unknown tool family {name!r}; known: {', '.join(FAMILY_BY_NAME)}")
-    return _tool_class(name)()
+    """A fresh tool of a family (its own empty `calls`): a Family (the built-in ones, or made ones:
+    data/made_tools.py), or a built-in family's name."""
+    if isinstance(family, str):
+        if family not in FAMILY_BY_NAME:
+            raise ValueError(f"unknown tool family {family!r}; known: {', '.join(FAMILY_BY_NAME)}")
+        family = FAMILY_BY_NAME[family]
+    return _tool_class(family)()
 
 
 @functools.cache
-def _validator(name: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(tool_spec(family_tool(name))["parameters"])
+def _validator(family: Family) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(tool_spec(family_tool(family))["parameters"])
 
 
 # ---- rounds and conversations ------------------------------------------------------------------------------------
@@ -141,7 +142,7 @@ def _draw_round(r: random.Random, family: Family, avoid: dict | None = None) -> 
     arguments = family.draw(r)
     while arguments == avoid:
         arguments = family.draw(r)
-    errors = [e.message for e in _validator(family.name).iter_errors(arguments)]
+    errors = [e.message for e in _validator(family).iter_errors(arguments)]
     if errors or list(arguments) != [a[0] for a in family.args]:
         raise RuntimeError(f"{family.name}: drawn arguments {arguments} do not fit its schema: {errors}")
     result = family.run(arguments)
@@ -154,9 +155,14 @@ def _draw_round(r: random.Random, family: Family, avoid: dict | None = None) -> 
 
 
 def _toolset(r: random.Random, family: Family, pool: Sequence[Family]) -> list[FamilyTool]:
-    """The family's tool and 1-3 distractors from `pool` (its split), shuffled."""
-    others = [f for f in pool if f is not family]
-    chosen = [family, *r.sample(others, min(len(others), r.randint(1, 3)))]
+    """The family's tool and 1-3 distractors from `pool` (its split), no two of one topic, shuffled."""
+    topic = (lambda f: f.topic or f.name)
+    others = [f for f in pool if topic(f) != topic(family)]
+    k = min(len(others), r.randint(1, 3), len({topic(f) for f in others}))
+    distractors = r.sample(others, k)
+    while len({topic(f) for f in distractors}) < k:          # redrawn until the topics differ (built-ins always do)
+        distractors = r.sample(others, k)
+    chosen = [family, *distractors]
     r.shuffle(chosen)
     return [family_tool(f) for f in chosen]
 
@@ -222,14 +228,23 @@ def tool_round_conversations(n: int, *, seed: int, split: Split,
     """n conversations of `split`'s tool families (kinds drawn by KIND_WEIGHTS, among `kinds` if given); conversation
     i is a function of (seed, split, i) alone."""
     split, kinds = _checked(n, split, kinds)
-    pool = families(split)
+    return pool_conversations(families(split), n, stream=f"tool-rounds:{seed}:{split.value}",
+                              where=f"tool-rounds {split.value} seed {seed}", kinds=kinds)
+
+
+def pool_conversations(pool: Sequence[Family], n: int, *, stream: str, where: str,
+                       kinds: Sequence[Kind] = tuple(Kind)) -> list[Conversation]:
+    """n conversations over the families of `pool` (each conversation's distractor tools from the same pool);
+    conversation i is a function of (pool, stream, i) alone."""
+    if len(pool) < 2:
+        raise ValueError(f"a pool of {len(pool)} tool families: a conversation needs its tool and a distractor")
+    kinds = [Kind(k) for k in kinds]
     out = []
     for i in range(n):
-        r = random.Random(f"tool-rounds:{seed}:{split.value}:{i}")
+        r = random.Random(f"{stream}:{i}")
         kind = r.choices(kinds, weights=[KIND_WEIGHTS[k] for k in kinds])[0]
         family = r.choice(pool)
-        where = f"tool-rounds {split.value} seed {seed} #{i} {family.name} {kind.value}"
-        out.append(parse_conversation(_turns(r, kind, family, pool), where))
+        out.append(parse_conversation(_turns(r, kind, family, pool), f"{where} #{i} {family.name} {kind.value}"))
     return out
 
 

@@ -29,6 +29,7 @@ class Family:
     brief: str                                # the key value alone, for "just the short version"
     keys: tuple[str, ...]                     # the result values every answer must contain, as written there
     compare: tuple[str, str] | None = None    # (numeric result key, unit) for "is that more than x?" follow-ups
+    topic: str | None = None                  # families of one topic are never offered together (made families)
 
 
 # ---- tables ------------------------------------------------------------------------------------------------------

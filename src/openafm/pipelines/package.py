@@ -6,9 +6,9 @@ command, the data and the figures that made it.
        install_dir: src/openafm/checkpoint/model_weights}
 
 The adapter must adapt a packaged GGUF base (the sidecar records that file's sha256; loading the bundle refuses any
-other base). An rl stage that continued a bundled model's adapter carries that bundle's data and SFT record over,
-under `continues`. OUT/<bundle>.safetensors and OUT/<bundle>.json are written atomically, and copied to install_dir
-when it is set.
+other base). An rl or sft stage that continued a bundled model's adapter names that bundle (its data, SFT record
+and recipe) under `continues`. OUT/<bundle>.safetensors and OUT/<bundle>.json are written atomically, and copied to
+install_dir when it is set.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from openafm.checkpoint.packaged import BUNDLED, PACKAGED_GGUF, default_gguf_pat
 from openafm.errors import ConfigError
 from openafm.io import write_text_atomic
 from openafm.pipelines.posttrain import adapted
-from openafm.pipelines.recipe import PackageStage, RLStage, stage_spec
+from openafm.pipelines.recipe import PackageStage, RLStage, SFTAdapter, stage_spec
 
 SFT_KEYS = ("examples", "skipped", "steps", "loss_first", "loss_last")
 RL_KEYS = ("steps", "heldout_before", "heldout_after", "heldout_gain")
@@ -47,6 +47,10 @@ def history(recipe, stage: PackageStage, outputs: dict) -> tuple[str, dict]:
         source = recipe.stage(source.from_)
     sft_out = outputs[source.name]
     record.update({"data": sft_out["examples_per_source"], "sft": {k: sft_out[k] for k in SFT_KEYS}})
+    if source.adapter is SFTAdapter.CONTINUE:             # trained on from a bundled model's adapter: name it
+        before = bundle_sidecar(BUNDLED[source.model])
+        record["continues"] = {k: before[k] for k in ("name", "adapter_sha256", "command", "recipe", "data", "sft")}
+        return BUNDLED[source.model].base, record
     return (source.model if source.from_ is None else f"from: {source.from_}"), record
 
 

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openafm.checkpoint.adapter import ADAPTER_FILE
+from openafm.checkpoint.adapter import ADAPTER_FILE, AdapterFile, read_adapter
 from openafm.checkpoint.load import load_model
 from openafm.checkpoint.native import save_checkpoint
 from openafm.checkpoint.packaged import BUNDLED
-from openafm.errors import ConfigError
+from openafm.errors import CheckpointError, ConfigError
 from openafm.eval.harness import run_eval
 from openafm.eval.registry import get_task
 from openafm.nn.lora import merge_lora
-from openafm.pipelines.recipe import BASE_PREFIX, RLStage, RLTrains, SFTStage, SynthStage, TasksStage
+from openafm.pipelines.recipe import (BASE_PREFIX, DEFAULT_SFT_RANK, RLStage, RLTrains, SFTAdapter, SFTStage,
+                                      SynthStage, TasksStage)
 from openafm.pipelines.sft_data import sft_conversations
 from openafm.rl.config import RLConfig
 from openafm.rl.prompts import build_prompts
@@ -64,8 +65,20 @@ def run_synth(recipe, stage: SynthStage, out: Path, outputs: dict) -> dict:
     return {"data": str(path), **summary}
 
 
+def _sft_adapter(stage: SFTStage, outputs: dict) -> tuple[str, dict, AdapterFile | None]:
+    """-> (the model the adapter trains on, build_sft_trainer's LoRA options, the adapter continued or None)."""
+    if stage.adapter is SFTAdapter.NEW:
+        rank = stage.rank if stage.rank is not None else DEFAULT_SFT_RANK
+        return _model(stage, outputs), {"rank": rank, "alpha": stage.alpha}, None
+    bundle = BUNDLED[stage.model]
+    adapter = read_adapter(bundle.adapter_path)
+    return bundle.base, {"rank": adapter.rank, "alpha": adapter.alpha, "targets": adapter.targets,
+                         "init_state": adapter.tensors}, adapter
+
+
 def run_sft(recipe, stage: SFTStage, out: Path, outputs: dict) -> dict:
-    lm = load_model(_model(stage, outputs), seed=recipe.seed)
+    base, lora, continued = _sft_adapter(stage, outputs)
+    lm = load_model(base, seed=recipe.seed)
     examples, counts = sft_conversations(stage.data, stage.sizes, outputs, seed=recipe.seed)
     if not examples:
         raise ConfigError(f"stage {stage.name!r}: its data {stage.data} holds no examples (did every synth sample "
@@ -73,17 +86,19 @@ def run_sft(recipe, stage: SFTStage, out: Path, outputs: dict) -> dict:
     config = TrainConfig.from_dict({"steps": 100, "batch_size": 4, "seq_len": 512, "seed": recipe.seed,
                                     "optimizer": {"lr": 5e-4, "weight_decay": 0.0, "grad_clip": 1.0},
                                     "schedule": {"kind": "warmup-cosine", "warmup_steps": 5},
-                                    **stage.sft, "model": _model(stage, outputs), "run_dir": str(out / "run"),
-                                    "init": "keep"})
+                                    **stage.sft, "model": base, "run_dir": str(out / "run"), "init": "keep"})
     loader = ConversationLoader(examples, lm.tokenizer, seq_len=config.seq_len, global_batch=config.rows_per_rank(1),
                                 seed=recipe.seed, too_long=TooLong.SKIP)
-    trainer, fingerprint = build_sft_trainer(config, base=lm.model, loader=loader, rank=stage.rank, alpha=stage.alpha)
+    trainer, fingerprint = build_sft_trainer(config, base=lm.model, loader=loader, **lora)
+    if continued is not None and continued.base_fingerprint != fingerprint:
+        raise CheckpointError(f"stage {stage.name!r}: the adapter of {stage.model!r} ({continued.path}) was trained "
+                              f"on weights {continued.base_fingerprint}; its base {base!r} loads as {fingerprint}")
     trainer.run(resume=ckpt.latest_checkpoint(config.run_dir) is not None)
     adapter = save_lora_adapter(trainer, out / ADAPTER_FILE, fingerprint)
     with trainer.eval_model() as model:
         merged = merge_lora(model)
         save_checkpoint(out / "model", model.config, model.state_dict(), tokenizer=lm.tokenizer,
-                        extra={"sft_steps": trainer.step, "lora_rank": stage.rank})
+                        extra={"sft_steps": trainer.step, "lora_rank": lora["rank"]})
     losses = [r["loss"] for r in read_metrics(out / "run" / METRICS_FILE)]
     return {"model_dir": str(out / "model"), "adapter": str(adapter), "base_fingerprint": fingerprint,
             "examples": len(examples), "examples_per_source": counts, "skipped": loader.skipped,

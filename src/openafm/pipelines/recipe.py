@@ -236,6 +236,16 @@ class SynthStage:
     top_p: float = 0.95
 
 
+class SFTAdapter(str, enum.Enum):
+    """Which LoRA adapter an sft stage trains."""
+    NEW = "new"              # a fresh adapter on its model
+    CONTINUE = "continue"    # the adapter of the bundled model its model names, further, on that bundle's base (rank,
+                             # alpha and targets are the adapter's; the stage's adapter is tied to the same base)
+
+
+DEFAULT_SFT_RANK = 16
+
+
 @dataclasses.dataclass(kw_only=True)
 class SFTStage:
     name: str
@@ -244,7 +254,8 @@ class SFTStage:
     from_: str | None = None
     data: list[str]                        # synth stages, JSONL files of chat examples, built-in sets (sft_data.py)
     sizes: dict[str, int] = dataclasses.field(default_factory=dict)   # examples drawn from a sized built-in set
-    rank: int = 16
+    adapter: SFTAdapter = SFTAdapter.NEW
+    rank: int | None = None                # NEW: DEFAULT_SFT_RANK when None; CONTINUE: the adapter's
     alpha: float | None = None
     sft: dict[str, Any] = dataclasses.field(default_factory=dict)     # TrainConfig keys (steps, batch_size, ...)
 
@@ -305,6 +316,11 @@ def _validate_posttrain(stage) -> None:
             raise ConfigError(f"stage {stage.name!r}: data is empty; name synth stages, JSONL files or built-in sets "
                               f"{[b.value for b in Builtin]}")
         check_sizes(stage.sizes, stage.data, f"stage {stage.name!r}")
+        if stage.adapter is SFTAdapter.CONTINUE and (stage.model not in BUNDLED or stage.rank is not None
+                                                          or stage.alpha is not None):
+            raise ConfigError(f"stage {stage.name!r}: adapter: continue trains a bundled model's adapter further; "
+                              f"model={stage.model!r} must name one ({sorted(BUNDLED)}) and rank / alpha "
+                              f"(got {stage.rank} / {stage.alpha}) are the adapter's own, so leave them out")
         TrainConfig.from_dict({"model": "-", "run_dir": "-", "steps": 1, "batch_size": 1, "seq_len": 1, **stage.sft})
     if isinstance(stage, RLStage):
         taken = sorted(({"model", "run_dir"} | ({"adapter"} if stage.trains is RLTrains.ADAPTER else set()))

@@ -11,6 +11,10 @@ Built-in sets (Builtin):
     guided        @generable types with their schema injected as a session injects it (data/guided.py)
     tool-rounds   tool round trips in a session's transcript format: call once, read the result, answer; answer
                   without a call when no tool fits; answer a follow-up from the result (data/tool_rounds.py)
+    made-tool-rounds
+                  the same round trips over hundreds of made-up tools (invented lookups and formulas, none in a
+                  held-out family's domain: data/made_tools.py), so calling a tool from its description alone is
+                  learned rather than the training families' habits
     udhr          multilingual: UDHR translation and answer-in-a-language prompts with the reference text as the
                   answer (rl/multilingual_prompts.py), split by article
     math-steps    reasoning-gym chain_sum questions (train split of rl/prompts.py) answered with a short chain of
@@ -30,6 +34,7 @@ from pathlib import Path
 from openafm.data.chat import ChatExample, read_chat_jsonl
 from openafm.data.conversations import Conversation
 from openafm.data.guided import GuidedDataset
+from openafm.data.made_tools import made_tool_conversations
 from openafm.data.tool_rounds import tool_round_conversations
 from openafm.errors import ConfigError
 from openafm.rl.multilingual_prompts import udhr_prompts
@@ -42,11 +47,13 @@ class Builtin(str, enum.Enum):
     BFCL = "bfcl"
     GUIDED = "guided"
     TOOL_ROUNDS = "tool-rounds"
+    MADE_TOOL_ROUNDS = "made-tool-rounds"
     UDHR = "udhr"
     MATH_STEPS = "math-steps"
 
 
-DEFAULT_SIZES = {Builtin.GUIDED: 1000, Builtin.TOOL_ROUNDS: 1000, Builtin.MATH_STEPS: 500}
+DEFAULT_SIZES = {Builtin.GUIDED: 1000, Builtin.TOOL_ROUNDS: 1000, Builtin.MADE_TOOL_ROUNDS: 1000,
+                 Builtin.MATH_STEPS: 500}
 MATH_STEPS_SOURCE = {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 4, "max_digits": 3}, "hint": ""}
 SIZED = frozenset(DEFAULT_SIZES)             # the sets drawn by count; bfcl and udhr give all their train items
 
@@ -85,6 +92,8 @@ def builtin_conversations(name: str, *, n: int | None, seed: int) -> list[Conver
         records = build_prompts(PromptSource.REASONING_GYM, MATH_STEPS_SOURCE, Split.TRAIN, size=n, seed=seed)
         return [as_conversation(ChatExample(r.prompt, math_steps(r.target["metadata"]["expression"]), r.where))
                 for r in records]
+    if kind is Builtin.MADE_TOOL_ROUNDS:
+        return made_tool_conversations(n, seed=seed)
     return tool_round_conversations(n, seed=seed, split=Split.TRAIN)
 
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from openafm.checkpoint.adapter import save_adapter
 from openafm.errors import ConfigError
-from openafm.nn.lora import DEFAULT_TARGETS, apply_lora, lora_layers
+from openafm.nn.lora import DEFAULT_TARGETS, apply_lora, load_lora_state_dict, lora_layers
 from openafm.train.hooks import TrainHooks
 from openafm.train.parallel import unwrap
 
@@ -25,18 +25,25 @@ class LoRAHooks(TrainHooks):
     """Wrap the targets in LoRA (freezing everything else); the LoRA factors get weight decay 0."""
     name = "lora"
 
-    def __init__(self, *, rank: int, alpha: float | None = None, targets=DEFAULT_TARGETS, init_factors=None):
+    def __init__(self, *, rank: int, alpha: float | None = None, targets=DEFAULT_TARGETS, init_factors=None,
+                 init_state: dict[str, torch.Tensor] | None = None):
         """init_factors: {layer name: factors with .rank, .a [r, in], .b [out, r]} to start those adapters from
         (compress.svd_pullout's LoraFactors: the base then holds only the residual, and scale · B A starts equal
-        to the pulled-out B A)."""
+        to the pulled-out B A). init_state: an adapter's tensors ({"<layer>.lora_A", "<layer>.lora_B"}, every
+        adapted layer) to continue training from, as written by save_lora_adapter."""
         if rank < 1:
             raise ConfigError(f"LoRA rank={rank} must be >= 1")
+        if init_factors and init_state:
+            raise ConfigError("LoRAHooks starts from init_factors or from init_state, not both")
         self.rank, self.alpha, self.targets = rank, float(alpha if alpha is not None else 2 * rank), tuple(targets)
         self.init_factors = dict(init_factors or {})
+        self.init_state = init_state
         self.wrapped: list[str] = []
 
     def prepare_model(self, model: nn.Module) -> nn.Module:
         self.wrapped = apply_lora(model, rank=self.rank, alpha=self.alpha, targets=self.targets)
+        if self.init_state is not None:
+            load_lora_state_dict(model, self.init_state)
         layers = lora_layers(model)
         unknown = sorted(set(self.init_factors) - set(layers))
         if unknown:

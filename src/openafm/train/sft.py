@@ -250,25 +250,27 @@ def heldout_loss(model: nn.Module, examples: Sequence[ChatExample], tokenizer, *
 
 
 def build_sft_trainer(config: TrainConfig, *, base: nn.Module, loader: SFTLoader, rank: int | None = None,
-                      alpha: float | None = None, targets=DEFAULT_TARGETS, method: Method = Method.LORA
-                      ) -> tuple[Trainer, str]:
-    """-> (a Trainer of LoRA adapters on the frozen `base` (Method.LORA, which needs `rank`) or of every weight of
-    `base` (Method.FULL, which takes no LoRA option), the base's weights fingerprint before training)."""
+                      alpha: float | None = None, targets=DEFAULT_TARGETS, method: Method = Method.LORA,
+                      init_state: dict | None = None) -> tuple[Trainer, str]:
+    """-> (a Trainer of LoRA adapters on the frozen `base` (Method.LORA, which needs `rank`; init_state: an
+    adapter's tensors to continue from) or of every weight of `base` (Method.FULL, which takes no LoRA option), the
+    base's weights fingerprint before training)."""
     method = Method(method)
     if config.objective.kind is not ObjectiveKind.LM:
         raise ConfigError(f"SFT trains on the assistant tokens' cross-entropy: objective.kind must be lm, "
                           f"got {config.objective.kind.value}")
     if method is Method.LORA and rank is None:
         raise ConfigError("LoRA SFT needs a rank")
-    if method is Method.FULL and (rank is not None or alpha is not None or tuple(targets) != tuple(DEFAULT_TARGETS)):
-        raise ConfigError(f"full SFT trains every weight; rank={rank}, alpha={alpha}, targets={tuple(targets)} are "
-                          f"LoRA options (use method lora, or leave them out)")
+    if method is Method.FULL and (rank is not None or alpha is not None or tuple(targets) != tuple(DEFAULT_TARGETS)
+                                  or init_state is not None):
+        raise ConfigError(f"full SFT trains every weight; rank={rank}, alpha={alpha}, targets={tuple(targets)} and an "
+                          f"adapter to continue are LoRA options (use method lora, or leave them out)")
     fingerprint = weights_fingerprint(base)
     if method is Method.FULL:
         trainer = Trainer(config, model=base.requires_grad_(True), objective=LMObjective(), loader=loader)
     else:
         trainer = Trainer(config, model=base, objective=LMObjective(), loader=loader,
-                          hooks=[LoRAHooks(rank=rank, alpha=alpha, targets=targets)])
+                          hooks=[LoRAHooks(rank=rank, alpha=alpha, targets=targets, init_state=init_state)])
     return trainer, fingerprint
 
 
