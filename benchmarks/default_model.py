@@ -92,7 +92,7 @@ def harness_tasks(name: str, out: Path, limit: int, weights: str) -> dict:
     return {t: {"value": s["value"], "n": s["n"], "ci95": s["ci95"]} for t, s in summary["tasks"].items()}
 
 
-async def _tool_case(model, case) -> dict:
+async def tool_case(model, case) -> dict:
     session = fm.LanguageModelSession(model=model, tools=case.tools)
     answer = await session.respond(case.question, options=GREEDY)
     calls = [(t.name, args) for t in case.tools for args in t.calls]          # the tools' runs
@@ -125,10 +125,13 @@ def miss_kinds(rows: list[dict]) -> dict[str, int]:
 
 
 def tool_rounds(name: str, n: int, weights: str) -> dict:
-    model = fm.SystemLanguageModel(model=name, weights=weights)
-    rows = []
-    for case in tqdm(tool_round_cases(n, seed=0, split=Split.HELDOUT), desc=f"tool rounds {name}"):
-        rows.append(asyncio.run(_tool_case(model, case)))
+    return score_tool_cases(fm.SystemLanguageModel(model=name, weights=weights),
+                            tool_round_cases(n, seed=0, split=Split.HELDOUT), f"tool rounds {name}")
+
+
+def score_tool_cases(model: fm.SystemLanguageModel, cases, desc: str) -> dict:
+    """Each case asked in a fresh session -> success and its parts (rates with Wilson intervals), miss kinds, rows."""
+    rows = [asyncio.run(tool_case(model, case)) for case in tqdm(cases, desc=desc)]
     return {"success": rate(sum(r["success"] for r in rows), len(rows)),
             "called_once_right": rate(sum(r["called_once_right"] for r in rows), len(rows)),
             "asked_once_right": rate(sum(r["asked_once_right"] for r in rows), len(rows)),

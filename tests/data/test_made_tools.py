@@ -12,8 +12,9 @@ import random
 import jsonschema
 import pytest
 
-from openafm.data.made_tools import (DOMAINS, FORMULAS, HELDOUT_WORDS, MADE_FAMILIES, formula_family, heldout_words,
-                                     made_families, made_tool_conversations)
+from openafm.data.made_tools import (DOMAINS, FORMULAS, HELDOUT_WORDS, MADE_FAMILIES, VALIDATION_DOMAINS,
+                                     VALIDATION_FORMULAS, formula_family, heldout_words, made_families,
+                                     made_tool_cases, made_tool_conversations, validation_families)
 from openafm.data.tool_rounds import families, family_tool
 from openafm.data.tool_rounds_vocab import FAMILY_BY_NAME, Family
 from openafm.fm.content import GeneratedContent
@@ -99,8 +100,31 @@ def test_every_conversation_calls_a_valid_tool_and_answers_with_every_value(pool
             assert all(str(result[k]) in answer for k in family.keys), (conv.where, answer, result)
 
 
+def test_validation_tools_are_none_that_training_draws_and_their_cases_are_answerable():
+    trained = {f.topic for seed in (0, 1, 2) for f in made_families(seed)} | set(FAMILY_BY_NAME)
+    valid = validation_families(0)
+    assert {f.topic for f in valid} == {d.noun for d in VALIDATION_DOMAINS} | {f.names[0] for f in VALIDATION_FORMULAS}
+    assert not {f.topic for f in valid} & trained and not {f.name for f in valid} & set(FAMILY_BY_NAME)
+    assert not {f.name for f in valid} & {f.name for seed in (0, 1, 2) for f in made_families(seed)}
+    assert all(heldout_words(f) == [] for f in valid)
+    cases = made_tool_cases(40, seed=0)
+    assert [c.question for c in cases[:5]] == [c.question for c in made_tool_cases(5, seed=0)]
+    for case in cases:
+        name, arguments = case.expected_call
+        family = next(f for f in valid if f.name == name)
+        assert name in {t.name for t in case.tools}
+        jsonschema.validate(arguments, tool_spec(family_tool(family))["parameters"])
+        assert json.loads(case.result) == family.run(arguments) and all(v in case.answer for v in case.result_values)
+    route = next(f for f in valid if f.topic == "route_length")
+    assert route.run({"start": "North Gate", "end": "Town Hall"}) == {"stops": 3, "minutes": 9}
+    draws = [route.draw(random.Random(i)) for i in range(30)]
+    assert all(d["start"] != d["end"] for d in draws)
+
+
 def test_bad_sizes_are_named():
     with pytest.raises(ValueError, match="n=0 must be an int >= 1"):
         made_tool_conversations(0, seed=0)
+    with pytest.raises(ValueError, match="n=-1 must be an int >= 1"):
+        made_tool_cases(-1, seed=0)
     with pytest.raises(ValueError, match="cannot draw 5000 made tool families"):
         made_families.__wrapped__(0, 5000)

@@ -173,6 +173,7 @@ def test_the_shipped_default_model_recipes_validate():
     more = tools.stage("sft")
     assert more.model == "openafm-135m-sft" and more.adapter.value == "continue" and more.rank is None
     assert {"made-tool-rounds", "guided", "tool-rounds", "bfcl", "udhr", "math-steps"} == set(more.data)
+    assert tools.stage("package").install_dir is None                       # a candidate: running it ships nothing
 
 
 

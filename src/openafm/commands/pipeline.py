@@ -18,6 +18,7 @@ examples:
   openafm pipeline recipes/default-model-rl-tools.yaml
                                                     the same on the two turns of a tool round (the right call; an
                                                     answer that keeps the result's values) -> a candidate
+  openafm pipeline recipes/default-model-tools.yaml the SFT adapter continued on made-up tools -> a candidate
   openafm pipeline recipes/vision-default.yaml      its vision tower: reading -> alignment -> answers, decoder and
                                                     (after reading) encoder frozen
 """

@@ -251,16 +251,20 @@ def pool_conversations(pool: Sequence[Family], n: int, *, stream: str, where: st
 def tool_round_cases(n: int, *, seed: int, split: Split) -> list[ToolRoundCase]:
     """n benchmark cases of `split` (one call each, with fresh tools: the family's and 1-3 distractors)."""
     split, _ = _checked(n, split, None)
-    pool = families(split)
+    return pool_cases(families(split), n, stream=f"tool-round-cases:{seed}:{split.value}",
+                      where=f"tool-round-cases {split.value} seed {seed}")
+
+
+def pool_cases(pool: Sequence[Family], n: int, *, stream: str, where: str) -> list[ToolRoundCase]:
+    """n benchmark cases over the families of `pool`; case i is a function of (pool, stream, i) alone."""
     out = []
     for i in range(n):
-        r = random.Random(f"tool-round-cases:{seed}:{split.value}:{i}")
+        r = random.Random(f"{stream}:{i}")
         family = r.choice(pool)
         tools = _toolset(r, family, pool)
         rnd = _draw_round(r, family)
         out.append(ToolRoundCase(tools, rnd.question, (family.name, rnd.arguments), result_text(rnd.result),
-                                 rnd.values(), rnd.answer, f"tool-round-cases {split.value} seed {seed} #{i} "
-                                 f"{family.name}"))
+                                 rnd.values(), rnd.answer, f"{where} #{i} {family.name}"))
     return out
 
 
