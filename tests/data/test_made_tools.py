@@ -69,6 +69,7 @@ def test_lookups_answer_from_their_table_and_name_an_unknown_entity(pool):
      {"area_cm2": round(math.pi * 100, 1), "circumference_cm": round(20 * math.pi, 1)}),
     ("savings_plan", {"goal_usd": 1000, "monthly_usd": 300}, {"months": 4}),
     ("hypotenuse", {"leg_a_cm": 3, "leg_b_cm": 4}, {"hypotenuse_cm": 5.0}),
+    ("train_fare", {"from_station": "Kingsmead", "to_station": "Elm Park"}, {"zones": 4, "fare_usd": "8.50"}),
 ])
 def test_formulas_compute_what_the_arithmetic_says(names, arguments, expected):
     formula = next(f for f in FORMULAS if f.names[0] == names)
@@ -119,6 +120,8 @@ def test_validation_tools_are_none_that_training_draws_and_their_cases_are_answe
     assert route.run({"start": "North Gate", "end": "Town Hall"}) == {"stops": 3, "minutes": 9}
     draws = [route.draw(random.Random(i)) for i in range(30)]
     assert all(d["start"] != d["end"] for d in draws)
+    with pytest.raises(ValueError, match="no place 'Nowhere'; known: North Gate, "):
+        route.run({"start": "Nowhere", "end": "Harbor"})
 
 
 def test_bad_sizes_are_named():

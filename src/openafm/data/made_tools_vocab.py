@@ -209,6 +209,19 @@ def _money(x: float) -> str:
     return f"{x:.2f}"
 
 
+def _gap(line: tuple[str, ...], a: str, b: str) -> int:
+    """How many places apart a and b are on `line`; ValueError naming the places it knows."""
+    for x in (a, b):
+        if x not in line:
+            raise ValueError(f"no place {x!r}; known: {', '.join(line)}")
+    return abs(line.index(a) - line.index(b))
+
+
+_STATIONS = ("Elm Park", "Canal Street", "Westbury", "Foundry Lane", "Kingsmead", "Ashford Road", "Millbrook")
+_BUILDINGS = ("Library Annex", "Science Hall", "Student Union", "Gymnasium", "Arts Block", "Main Gate")
+_LEVELS = ("Ground", "Mezzanine", "Level 1", "Level 2", "Level 3", "Level 4", "Sky Deck")
+
+
 FORMULAS: tuple[Formula, ...] = (
     Formula(("rectangle_area", "area_of_rectangle", "calc_rectangle"), "Area and perimeter of a rectangle.",
             (("width_m", int, "Width in meters", 2, 60), ("length_m", int, "Length in meters", 2, 60)),
@@ -287,6 +300,28 @@ FORMULAS: tuple[Formula, ...] = (
             ("What is the average of {score_a}, {score_b} and {score_c}?", "My scores were {score_a}, {score_b} and "
              "{score_c}: what is my average?"), "The average of {score_a}, {score_b} and {score_c} is {average}.",
             ("average",), ("average", "")),
+    # two arguments drawn from one list (a from / to pair): the model must not copy the first into the second
+    Formula(("train_fare", "fare_between", "rail_fare"), "The fare and zones between two stations of the rail line.",
+            (("from_station", str, "Station to leave from", _STATIONS), ("to_station", str, "Station to go to",
+             _STATIONS)), lambda a: {"zones": (z := _gap(_STATIONS, a["from_station"], a["to_station"])),
+                                     "fare_usd": _money(2.5 + 1.5 * z)},
+            ("What is the fare from {from_station} to {to_station}?", "How much is a ticket from {from_station} to "
+             "{to_station}, and how many zones is that?"), "From {from_station} to {to_station} is {zones} zones, "
+            "a fare of {fare_usd} USD.", ("zones", "fare_usd")),
+    Formula(("walking_time", "campus_walk", "walk_between"), "Walking distance and time between two campus buildings.",
+            (("from_building", str, "Building to start at", _BUILDINGS), ("to_building", str, "Building to walk to",
+             _BUILDINGS)), lambda a: {"meters": 320 * _gap(_BUILDINGS, a["from_building"], a["to_building"]),
+                                      "minutes": 4 * _gap(_BUILDINGS, a["from_building"], a["to_building"])},
+            ("How long is the walk from {from_building} to {to_building}?", "How far is {to_building} from "
+             "{from_building} on foot?"), "From {from_building} to {to_building} is {meters} m, about {minutes} "
+            "minutes on foot.", ("meters", "minutes"), ("minutes", " minutes")),
+    Formula(("level_gap", "elevator_levels", "levels_between"), "Levels and lift time between two levels of a tower.",
+            (("from_level", str, "Level to start on", _LEVELS), ("to_level", str, "Level to reach", _LEVELS)),
+            lambda a: {"levels": _gap(_LEVELS, a["from_level"], a["to_level"]),
+                       "seconds": 9 * _gap(_LEVELS, a["from_level"], a["to_level"])},
+            ("How many levels is it from {from_level} to {to_level}?", "How long does the lift take from {from_level} "
+             "to {to_level}?"), "From {from_level} to {to_level} is {levels} levels, {seconds} seconds in the lift.",
+            ("levels", "seconds"), ("seconds", " seconds")),
 )
 
 VALIDATION_FORMULAS = (
@@ -298,8 +333,7 @@ VALIDATION_FORMULAS = (
             "tiles of {tile_cm} cm.", ("tiles",), ("tiles", " tiles")),
     Formula(("route_length", "stops_between"), "Stops and minutes between two stops of the city line.",
             (("start", str, "Stop to start from", _STOPS), ("end", str, "Stop to go to", _STOPS)),
-            lambda a: {"stops": abs(_STOPS.index(a["end"]) - _STOPS.index(a["start"])),
-                       "minutes": 3 * abs(_STOPS.index(a["end"]) - _STOPS.index(a["start"]))},
+            lambda a: {"stops": _gap(_STOPS, a["start"], a["end"]), "minutes": 3 * _gap(_STOPS, a["start"], a["end"])},
             ("How many stops is it from {start} to {end}?", "How long does the ride from {start} to {end} take?"),
             "From {start} to {end} is {stops} stops, about {minutes} minutes.", ("stops", "minutes"),
             ("minutes", " minutes")),
