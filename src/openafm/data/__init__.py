@@ -19,4 +19,7 @@
     tool_rounds.py      tool round-trip SFT data: seeded conversations that call the right tool and answer from its
                         result, no-call and follow-up turns, held-out benchmark cases
     tool_rounds_vocab.py  the tool families, tables and templates the tool round-trip data is built from
+    made_tools.py       made-up tool families (invented lookups and formulas, none in a held-out domain) for
+                        tool round-trip SFT data, and validation-only ones for choosing settings
+    made_tools_vocab.py the domains, formulas and value makers the made-up tools are drawn from
 """
