@@ -15,7 +15,7 @@ import pytest
 from openafm.data.made_tools import (DOMAINS, FORMULAS, HELDOUT_WORDS, MADE_FAMILIES, VALIDATION_DOMAINS,
                                      VALIDATION_FORMULAS, formula_family, heldout_words, made_families,
                                      made_tool_cases, made_tool_conversations, validation_families)
-from openafm.data.tool_rounds import families, family_tool
+from openafm.data.tool_rounds import families, family_tool, pool_cases
 from openafm.data.tool_rounds_vocab import FAMILY_BY_NAME, Family
 from openafm.fm.content import GeneratedContent
 from openafm.fm.tool import tool_spec
@@ -129,5 +129,7 @@ def test_bad_sizes_are_named():
         made_tool_conversations(0, seed=0)
     with pytest.raises(ValueError, match="n=-1 must be an int >= 1"):
         made_tool_cases(-1, seed=0)
+    with pytest.raises(ValueError, match="a pool of 1 tool families: a round needs its tool and a distractor"):
+        pool_cases(made_families(0)[:1], 3, stream="s", where="w")
     with pytest.raises(ValueError, match="cannot draw 5000 made tool families"):
         made_families.__wrapped__(0, 5000)

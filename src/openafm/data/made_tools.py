@@ -25,7 +25,7 @@ from openafm.data.conversations import Conversation
 from openafm.data.made_tools_vocab import (DOMAINS, FORMULAS, VALIDATION_DOMAINS, VALIDATION_FORMULAS, Attribute,
                                            Domain, Formula)
 from openafm.data.tool_rounds import Kind, ToolRoundCase, pool_cases, pool_conversations
-from openafm.data.tool_rounds_vocab import FAMILY_BY_NAME, Family
+from openafm.data.tool_rounds_vocab import FAMILY_BY_NAME, Family, find_key
 
 MADE_FAMILIES = 250
 HELDOUT_WORDS = ("weather", "temperature", "forecast", "convert", "unit", "units", "stock", "share", "ticker",
@@ -48,9 +48,7 @@ def _lookup_name(r: random.Random, domain: Domain, attributes: tuple[Attribute, 
 
 def _lookup_run(domain: Domain, table: dict[str, dict]) -> Callable[[dict], dict]:
     def run(a: dict) -> dict:
-        key = next((k for k in table if k.casefold() == str(a[domain.arg]).strip().casefold()), None)
-        if key is None:
-            raise ValueError(f"no {domain.noun} {a[domain.arg]!r}; known: {', '.join(table)}")
+        key = find_key(table, a[domain.arg], domain.noun)
         out = {domain.arg: key, **table[key]}
         if domain.count is not None:
             out[domain.count.arg] = a[domain.count.arg]
@@ -109,12 +107,8 @@ def formula_family(r: random.Random, formula: Formula) -> Family:
         picked = iter(rr.sample(strings[0][3], len(strings))) if strings else iter(())
         return {a[0]: next(picked) if a[1] is str else rr.randint(a[3], a[4]) if a[1] is int
                 else round(rr.uniform(a[3], a[4]), 2) for a in formula.args}
-
-    def run(a: dict) -> dict:
-        return formula.run(a)
-    first = formula.keys[0]
-    return Family(r.choice(formula.names), formula.description, args, draw, run, formula.questions, formula.answer,
-                  "{" + first + "}", formula.keys, formula.compare, topic=formula.names[0])
+    return Family(r.choice(formula.names), formula.description, args, draw, formula.run, formula.questions,
+                  formula.answer, "{" + formula.keys[0] + "}", formula.keys, formula.compare, topic=formula.names[0])
 
 
 def heldout_words(family: Family) -> list[str]:
@@ -164,15 +158,11 @@ def validation_families(seed: int) -> tuple[Family, ...]:
 
 def made_tool_cases(n: int, *, seed: int) -> list[ToolRoundCase]:
     """n validation cases (one call each, as the held-out benchmark's) over validation_families(seed)."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r} must be an int >= 1")
     return pool_cases(validation_families(seed), n, stream=f"made-tool-cases:{seed}",
                       where=f"made-tool-cases validation seed {seed}")
 
 
 def made_tool_conversations(n: int, *, seed: int) -> list[Conversation]:
     """n tool-round conversations over made_families(seed) (kinds as data/tool_rounds.py draws them)."""
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r} must be an int >= 1")
     return pool_conversations(made_families(seed), n, stream=f"made-tool-rounds:{seed}",
                               where=f"made-tool-rounds seed {seed}", kinds=tuple(Kind))

@@ -310,15 +310,14 @@ FORMULAS: tuple[Formula, ...] = (
             "a fare of {fare_usd} USD.", ("zones", "fare_usd")),
     Formula(("walking_time", "campus_walk", "walk_between"), "Walking distance and time between two campus buildings.",
             (("from_building", str, "Building to start at", _BUILDINGS), ("to_building", str, "Building to walk to",
-             _BUILDINGS)), lambda a: {"meters": 320 * _gap(_BUILDINGS, a["from_building"], a["to_building"]),
-                                      "minutes": 4 * _gap(_BUILDINGS, a["from_building"], a["to_building"])},
+             _BUILDINGS)), lambda a: {"meters": 320 * (g := _gap(_BUILDINGS, a["from_building"], a["to_building"])),
+                                      "minutes": 4 * g},
             ("How long is the walk from {from_building} to {to_building}?", "How far is {to_building} from "
              "{from_building} on foot?"), "From {from_building} to {to_building} is {meters} m, about {minutes} "
             "minutes on foot.", ("meters", "minutes"), ("minutes", " minutes")),
     Formula(("level_gap", "elevator_levels", "levels_between"), "Levels and lift time between two levels of a tower.",
             (("from_level", str, "Level to start on", _LEVELS), ("to_level", str, "Level to reach", _LEVELS)),
-            lambda a: {"levels": _gap(_LEVELS, a["from_level"], a["to_level"]),
-                       "seconds": 9 * _gap(_LEVELS, a["from_level"], a["to_level"])},
+            lambda a: {"levels": (g := _gap(_LEVELS, a["from_level"], a["to_level"])), "seconds": 9 * g},
             ("How many levels is it from {from_level} to {to_level}?", "How long does the lift take from {from_level} "
              "to {to_level}?"), "From {from_level} to {to_level} is {levels} levels, {seconds} seconds in the lift.",
             ("levels", "seconds"), ("seconds", " seconds")),
@@ -333,7 +332,7 @@ VALIDATION_FORMULAS = (
             "tiles of {tile_cm} cm.", ("tiles",), ("tiles", " tiles")),
     Formula(("route_length", "stops_between"), "Stops and minutes between two stops of the city line.",
             (("start", str, "Stop to start from", _STOPS), ("end", str, "Stop to go to", _STOPS)),
-            lambda a: {"stops": _gap(_STOPS, a["start"], a["end"]), "minutes": 3 * _gap(_STOPS, a["start"], a["end"])},
+            lambda a: {"stops": (g := _gap(_STOPS, a["start"], a["end"])), "minutes": 3 * g},
             ("How many stops is it from {start} to {end}?", "How long does the ride from {start} to {end} take?"),
             "From {start} to {end} is {stops} stops, about {minutes} minutes.", ("stops", "minutes"),
             ("minutes", " minutes")),

@@ -211,9 +211,20 @@ def _turns(r: random.Random, kind: Kind, family: Family, pool: Sequence[Family])
     return turns
 
 
-def _checked(n: int, split, kinds) -> tuple[Split, list[Kind]]:
+def _check_n(n: int) -> None:
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n={n!r} must be an int >= 1")
+
+
+def _check_draw(pool: Sequence[Family], n: int) -> None:
+    """A draw of n items from `pool`: n an int >= 1, and a tool and a distractor to offer."""
+    _check_n(n)
+    if len(pool) < 2:
+        raise ValueError(f"a pool of {len(pool)} tool families: a round needs its tool and a distractor")
+
+
+def _checked(n: int, split, kinds) -> tuple[Split, list[Kind]]:
+    _check_n(n)
     if split not in [s.value for s in Split]:
         raise ValueError(f"split={split!r} is not one of {[s.value for s in Split]}")
     accepted = [k.value for k in Kind]
@@ -236,8 +247,7 @@ def pool_conversations(pool: Sequence[Family], n: int, *, stream: str, where: st
                        kinds: Sequence[Kind] = tuple(Kind)) -> list[Conversation]:
     """n conversations over the families of `pool` (each conversation's distractor tools from the same pool);
     conversation i is a function of (pool, stream, i) alone."""
-    if len(pool) < 2:
-        raise ValueError(f"a pool of {len(pool)} tool families: a conversation needs its tool and a distractor")
+    _check_draw(pool, n)
     kinds = [Kind(k) for k in kinds]
     out = []
     for i in range(n):
@@ -257,6 +267,7 @@ def tool_round_cases(n: int, *, seed: int, split: Split) -> list[ToolRoundCase]:
 
 def pool_cases(pool: Sequence[Family], n: int, *, stream: str, where: str) -> list[ToolRoundCase]:
     """n benchmark cases over the families of `pool`; case i is a function of (pool, stream, i) alone."""
+    _check_draw(pool, n)
     out = []
     for i in range(n):
         r = random.Random(f"{stream}:{i}")

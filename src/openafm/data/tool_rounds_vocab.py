@@ -144,7 +144,7 @@ FOLLOW_UPS = (("Just the short version, please.", "{brief}."), ("Only the answer
 
 # ---- tool implementations ----------------------------------------------------------------------------------------
 
-def _find(table: dict, value, what: str):
+def find_key(table: dict, value, what: str):
     """The table's key for `value` (case-insensitive); ValueError naming it and the known keys otherwise."""
     key = next((k for k in table if k.casefold() == str(value).strip().casefold()), None)
     if key is None:
@@ -155,7 +155,7 @@ def _find(table: dict, value, what: str):
 def _row(table: dict, arg: str, *columns: str) -> Callable[[dict], dict]:
     """run() of a one-argument lookup: {arg: the table's key, column: value, ...}."""
     def run(a: dict) -> dict:
-        key = _find(table, a[arg], arg.replace("_", " "))
+        key = find_key(table, a[arg], arg.replace("_", " "))
         row = table[key] if isinstance(table[key], tuple) else (table[key],)
         return {arg: key, **dict(zip(columns, row, strict=True))}
     return run
@@ -172,7 +172,7 @@ def _short(x: float) -> float | int:
 
 
 def _convert(a: dict) -> dict:
-    (da, fa, oa, na), (db, fb, ob, nb) = (UNITS[_find(UNITS, a[k], "unit")] for k in ("from_unit", "to_unit"))
+    (da, fa, oa, na), (db, fb, ob, nb) = (UNITS[find_key(UNITS, a[k], "unit")] for k in ("from_unit", "to_unit"))
     if da != db:
         raise ValueError(f"cannot convert {na} ({da}) to {nb} ({db})")
     return {"value": a["value"], "from": na, "to": nb, "result": _short((a["value"] * fa + oa - ob) / fb)}
@@ -185,12 +185,12 @@ def _draw_convert(r: random.Random) -> dict:
 
 
 def _rate(a: dict) -> dict:
-    base, quote = (_find(PER_USD, a[k], "currency") for k in ("base", "quote"))
+    base, quote = (find_key(PER_USD, a[k], "currency") for k in ("base", "quote"))
     return {"base": base, "quote": quote, "rate": _short(PER_USD[quote] / PER_USD[base])}
 
 
 def _local_time(a: dict) -> dict:
-    city = _find(UTC_OFFSET_MIN, a["city"], "city")
+    city = find_key(UTC_OFFSET_MIN, a["city"], "city")
     offset = UTC_OFFSET_MIN[city]
     t = NOW_UTC + datetime.timedelta(minutes=offset)
     sign, hours, minutes = "+" if offset >= 0 else "-", abs(offset) // 60, abs(offset) % 60
@@ -199,7 +199,7 @@ def _local_time(a: dict) -> dict:
 
 
 def _distance(a: dict) -> dict:
-    ka, kb = (_find(COORDS, a[c], "city") for c in ("city_a", "city_b"))
+    ka, kb = (find_key(COORDS, a[c], "city") for c in ("city_a", "city_b"))
     (la, oa), (lb, ob) = COORDS[ka], COORDS[kb]
     la, oa, lb, ob = map(math.radians, (la, oa, lb, ob))
     h = math.sin((lb - la) / 2) ** 2 + math.cos(la) * math.cos(lb) * math.sin((ob - oa) / 2) ** 2
@@ -216,7 +216,7 @@ def _days_until(a: dict) -> dict:
 
 
 def _translate(a: dict) -> dict:
-    word, language = _find(WORDS, a["word"], "word"), _find(dict.fromkeys(LANGUAGES), a["language"], "language")
+    word, language = find_key(WORDS, a["word"], "word"), find_key(dict.fromkeys(LANGUAGES), a["language"], "language")
     return {"word": word, "language": language, "translation": WORDS[word][LANGUAGES.index(language)]}
 
 
@@ -233,7 +233,7 @@ def _interest(a: dict) -> dict:
 
 
 def _air(a: dict) -> dict:
-    city = _find(AQI, a["city"], "city")
+    city = find_key(AQI, a["city"], "city")
     level = next(lv for limit, lv in ((50, "good"), (100, "moderate"), (150, "unhealthy for sensitive groups"),
                                       (math.inf, "unhealthy")) if AQI[city] <= limit)
     return {"city": city, "aqi": AQI[city], "level": level}
@@ -326,7 +326,7 @@ FAMILIES: tuple[Family, ...] = (
       ("status", "departure", "gate")),
     F("recipe_calories", "Calories in a number of servings of a dish.", (_arg("dish", str, "Name of the dish"),
       _arg("servings", int, "Number of servings", range=(1, 12))), lambda r: {"dish": r.choice(list(CALORIES)),
-      "servings": r.randint(2, 6)}, lambda a: {"dish": (d := _find(CALORIES, a["dish"], "dish")), "servings":
+      "servings": r.randint(2, 6)}, lambda a: {"dish": (d := find_key(CALORIES, a["dish"], "dish")), "servings":
       a["servings"], "calories": CALORIES[d] * a["servings"]}, ("How many calories are in {servings} servings of "
       "{dish}?", "Count the calories for {servings} portions of {dish}.", "If I eat {servings} servings of {dish}, "
       "how many calories is that?"), "{servings} servings of {dish} have {calories} kcal.", "{calories} kcal",
