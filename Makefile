@@ -12,6 +12,7 @@ STAMP  := $(VENV)/.installed
 DEBIAN_TEXT := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de fortunes-es fortunes-it fortunes-ru \
 	fortunes-pl fortunes-cs wordnet-base debian-reference-en debian-reference-de debian-reference-es \
 	debian-reference-fr debian-reference-it debian-reference-ja debian-reference-pt debian-reference-zh-cn \
+	developers-reference \
 	manpages-de manpages-fr manpages-es manpages-pl manpages-ru groff-base ninja-build \
 	fonts-noto-color-emoji adwaita-icon-theme chromium
 APT_INSTALL := $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq --no-install-recommends

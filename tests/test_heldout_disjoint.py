@@ -97,3 +97,15 @@ def test_tool_round_rl_prompts_never_offer_a_heldout_tool():
         assert not set(called.findall(" ".join(m["content"] for m in r.history))) & heldout
     cases = tool_round_cases(60, seed=0, split=Split.HELDOUT)
     assert {case.expected_call[0] for case in cases} <= heldout
+
+
+def test_plain_text_passages_share_no_sentence_with_the_drift_text():
+    """The plain-text anchor (SFT's plain-text set) is never the text whose perplexity measures drift: no sentence
+    of a passage is in the Debian Reference's held-out split, nor in its train split (the validation text)."""
+    from openafm.eval.texts import english_text
+
+    reference = " ".join(" ".join(english_text(split).split()) for split in (Split.TRAIN, Split.HELDOUT))
+    sentences = {s.strip() for p in builtin_conversations("plain-text", n=190, seed=0)
+                 for s in re.split(r"(?<=[.!?])\s+", " ".join(p.text.split())) if len(s.strip()) >= 60}
+    assert len(sentences) > 1000
+    assert not [s for s in sentences if s in reference]

@@ -22,4 +22,5 @@
     made_tools.py       made-up tool families (invented lookups and formulas, none in a held-out domain) for
                         tool round-trip SFT data, and validation-only ones for choosing settings
     made_tools_vocab.py the domains, formulas and value makers the made-up tools are drawn from
+    passages.py         plain-text passages a fine-tune replays with a loss on every token (its text anchor)
 """

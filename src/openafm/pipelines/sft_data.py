@@ -17,12 +17,15 @@ Built-in sets (Builtin):
                   learned rather than the training families' habits
     udhr          multilingual: UDHR translation and answer-in-a-language prompts with the reference text as the
                   answer (rl/multilingual_prompts.py), split by article
+    plain-text    passages of the Debian Developer's Reference trained as plain text, every token with a loss
+                  (data/passages.py): the anchor that keeps a fine-tune near the base model's text; never the text
+                  whose perplexity measures drift; its size sets its share (the pool, 189 passages, repeats past that)
     math-steps    reasoning-gym chain_sum questions (train split of rl/prompts.py) answered with a short chain of
                   thought computed from the expression, one operation a step: "15 - 43 = -28. -28 - 75 = -103.
                   The answer is -103." (correct by construction, unlike sampled chains that only end right)
 
 Single-turn examples become two- or three-message conversations, so one loader (train/adapter_toolkit.py's) renders
-every example with the chat template and puts the loss on each assistant turn.
+every example with the chat template and puts the loss on each assistant turn; plain-text passages go in as text.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from openafm.data.chat import ChatExample, read_chat_jsonl
 from openafm.data.conversations import Conversation
 from openafm.data.guided import GuidedDataset
 from openafm.data.made_tools import made_tool_conversations
+from openafm.data.passages import Passage, anchor_passages
 from openafm.data.tool_rounds import tool_round_conversations
 from openafm.errors import ConfigError
 from openafm.rl.multilingual_prompts import udhr_prompts
@@ -50,10 +54,11 @@ class Builtin(str, enum.Enum):
     MADE_TOOL_ROUNDS = "made-tool-rounds"
     UDHR = "udhr"
     MATH_STEPS = "math-steps"
+    PLAIN_TEXT = "plain-text"
 
 
 DEFAULT_SIZES = {Builtin.GUIDED: 1000, Builtin.TOOL_ROUNDS: 1000, Builtin.MADE_TOOL_ROUNDS: 1000,
-                 Builtin.MATH_STEPS: 500}
+                 Builtin.MATH_STEPS: 500, Builtin.PLAIN_TEXT: 200}
 MATH_STEPS_SOURCE = {"dataset": "chain_sum", "config": {"min_terms": 2, "max_terms": 4, "max_digits": 3}, "hint": ""}
 SIZED = frozenset(DEFAULT_SIZES)             # the sets drawn by count; bfcl and udhr give all their train items
 
@@ -78,7 +83,7 @@ def as_conversation(example: ChatExample) -> Conversation:
     return Conversation(tuple(example.messages()), example.where)
 
 
-def builtin_conversations(name: str, *, n: int | None, seed: int) -> list[Conversation]:
+def builtin_conversations(name: str, *, n: int | None, seed: int) -> list[Conversation | Passage]:
     """The built-in set `name` (train split): n examples of a sized set (its default when None), all of the others."""
     kind = Builtin(name)
     if kind is Builtin.BFCL:
@@ -94,6 +99,8 @@ def builtin_conversations(name: str, *, n: int | None, seed: int) -> list[Conver
                 for r in records]
     if kind is Builtin.MADE_TOOL_ROUNDS:
         return made_tool_conversations(n, seed=seed)
+    if kind is Builtin.PLAIN_TEXT:
+        return anchor_passages(n, seed=seed)
     return tool_round_conversations(n, seed=seed, split=Split.TRAIN)
 
 
@@ -111,9 +118,9 @@ def math_steps(expression: str) -> str:
 
 
 def sft_conversations(data: Sequence[str], sizes: Mapping[str, int], outputs: Mapping[str, dict], *,
-                      seed: int) -> tuple[list[Conversation], dict[str, int]]:
-    """Every example the refs name -> (conversations, {ref: how many})."""
-    out: list[Conversation] = []
+                      seed: int) -> tuple[list[Conversation | Passage], dict[str, int]]:
+    """Every example the refs name -> (conversations and passages, {ref: how many})."""
+    out: list[Conversation | Passage] = []
     counts: dict[str, int] = {}
     for ref in data:
         if is_builtin(ref):

@@ -28,6 +28,7 @@ from pathlib import Path
 from openafm.checkpoint.adapter import ADAPTER_FILE, read_adapter
 from openafm.io import write_text_atomic
 from openafm.data.conversations import Conversation
+from openafm.data.passages import Passage
 from openafm.nn.lora import DEFAULT_TARGETS
 from openafm.runtime.generate import generate_tokens
 from openafm.train.config import TrainConfig
@@ -79,10 +80,18 @@ def conversation_tokens(tokenizer, conv: Conversation) -> ChatTokens:
     return ChatTokens(ids, first, tuple(labeled))
 
 
-class ConversationLoader(SFTLoader):
-    """SFTLoader over toolkit conversations (several assistant turns each)."""
+def passage_tokens(tokenizer, passage: Passage) -> ChatTokens:
+    """A plain-text passage as a language model reads it (no chat template), every token with a loss."""
+    return ChatTokens(tokenizer.encode(passage.text), 0)
 
-    def piece(self, example: Conversation) -> ChatTokens:
+
+class ConversationLoader(SFTLoader):
+    """SFTLoader over toolkit conversations (several assistant turns each) and plain-text passages (data/passages.py:
+    a fine-tune's text anchor)."""
+
+    def piece(self, example: Conversation | Passage) -> ChatTokens:
+        if isinstance(example, Passage):
+            return passage_tokens(self.tokenizer, example)
         return conversation_tokens(self.tokenizer, example)
 
 

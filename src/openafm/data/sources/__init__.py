@@ -7,6 +7,7 @@
     fortunes.py            fortune cookies in English and six other languages (Debian fortunes packages)
     wordnet.py             WordNet 3.0 glosses (Debian wordnet-base)
     debian_reference.py    the Debian Reference as HTML in 8 languages (the pipeline extracts its main text)
+    developers_reference.py  the Debian Developer's Reference as plain prose (its reStructuredText, markup removed)
     manpages.py            translated manual pages (Debian manpages-{de,fr,es,pl,ru}) rendered to plain text
     python_stdlib.py       Python source code: the running interpreter's standard library
     reasoning_gym_math.py  seeded math word problems and arithmetic with answers (reasoning-gym)
@@ -15,7 +16,8 @@
 
 from __future__ import annotations
 
-from openafm.data.sources import debian_reference, fortunes, kjv, manpages, python_stdlib, reasoning_gym_math, wordnet
+from openafm.data.sources import (debian_reference, developers_reference, fortunes, kjv, manpages, python_stdlib,
+                                  reasoning_gym_math, wordnet)
 from openafm.data.sources.base import MissingSourceError, Source, spread
 from openafm.data.sources.udhr import Unit, declaration_codes, udhr_documents
 
@@ -30,7 +32,8 @@ UDHR = Source(name="udhr", domain="multilingual", licence="UDHR translations: co
               read=_udhr)
 
 SOURCES: dict[str, Source] = {s.name: s for s in [
-    kjv.SOURCE, *fortunes.SOURCES, wordnet.SOURCE, *debian_reference.SOURCES, python_stdlib.SOURCE,
+    kjv.SOURCE, *fortunes.SOURCES, wordnet.SOURCE, *debian_reference.SOURCES, developers_reference.SOURCE,
+    python_stdlib.SOURCE,
     *manpages.SOURCES, reasoning_gym_math.SOURCE, UDHR,
 ]}
 
