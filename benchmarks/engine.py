@@ -14,7 +14,8 @@
    engine batch) vs one after another, greedy, `--rounds` interleaved rounds; throughput = answer tokens / wall
    seconds (target >= 2.5x), and every concurrent answer must equal its sequential one. The engine's prefix
    cache is emptied before each round, so a round's sessions share only what their prompts share (the chat
-   template's system prompt), never a whole prompt remembered from an earlier round.
+   template's system prompt), never a whole prompt remembered from an earlier round. Beside it, where the time
+   goes: decode steps and prompt-prefill seconds per way of running, and the engine's step cost by batch rows.
 3. A speculative step of 8 rows where one row feeds 4 guesses: the padded pass (8 x 5 tokens) against the ragged
    one the engine runs (5 + 7 tokens), `ragged_over_padded`, with the same logits on the fed slots.
 """
@@ -133,11 +134,14 @@ def sessions_round(model: fm.SystemLanguageModel, questions: list[str], new: int
         if together:
             return list(await asyncio.gather(*(one(q) for q in questions)))
         return [await one(q) for q in questions]
-    model.engine().prefixes.clear()
-    start = time.perf_counter()
+    engine = model.engine()
+    engine.prefixes.clear()
+    steps, prefill, start = engine.steps_run, engine.prefill_seconds, time.perf_counter()
     answers = asyncio.run(run())
     wall = time.perf_counter() - start
-    return {"answers": answers, "tokens": sum(len(tok.encode(a)) for a in answers), "wall_s": wall}
+    lengths = [len(tok.encode(a)) for a in answers]
+    return {"answers": answers, "tokens": sum(lengths), "lengths": lengths, "wall_s": wall,
+            "steps": engine.steps_run - steps, "prefill_s": engine.prefill_seconds - prefill}
 
 
 def sessions_figures(n: int, new: int, rounds: int) -> dict:
@@ -155,7 +159,22 @@ def sessions_figures(n: int, new: int, rounds: int) -> dict:
             "sessions_identical": all(c["answers"] == s["answers"]
                                       for c, s in zip(runs["concurrent"], runs["sequential"], strict=True)),
             "sessions": {"n": n, "max_tokens": new, "tok_s": {k: round(v, 1) for k, v in rate.items()},
-                         "wall_s": {k: [round(x["wall_s"], 2) for x in xs] for k, xs in runs.items()}}}
+                         "wall_s": {k: [round(x["wall_s"], 2) for x in xs] for k, xs in runs.items()},
+                         "answer_tokens": runs["sequential"][0]["lengths"],
+                         "where_the_time_goes": time_spent(runs, model.engine())}}
+
+
+def time_spent(runs: dict[str, list[dict]], engine: Engine) -> dict:
+    """Per way of running (medians over rounds): decode steps, seconds in prompt prefill (the engine prefills one
+    prompt chunk between steps, so a prompt's prefill holds the running rows up) and the rest of the wall time (decode
+    steps, sampling, events); and the engine's measured seconds of a one-slot step by rows, the batch's cost curve."""
+    out: dict = {name: {"steps": median([x["steps"] for x in xs]),
+                        "prefill_s": round(median([x["prefill_s"] for x in xs]), 3),
+                        "rest_s": round(median([x["wall_s"] - x["prefill_s"] for x in xs]), 3)}
+                 for name, xs in runs.items()}
+    costs = sorted(engine.step_seconds().items())
+    out["step_ms_by_rows"] = {str(n): round(1e3 * seconds, 1) for (n, t), seconds in costs if t == 1}
+    return out
 
 
 def ragged_step_figures(lm, rounds: int, rows: int = 8, guesses: int = 4) -> dict:

@@ -171,6 +171,8 @@ def test_a_long_prompt_joins_in_chunks_between_the_running_rows_steps(lm):
     chunks = -(-len(long) // 64)
     assert len(long) > 400 and between >= chunks - 2, (between, chunks)
     assert joining.events[0].prefill_seconds > 0 and joining.tokens == alone(lm, long, 8)
+    both = joining.events[0].prefill_seconds + running.events[0].prefill_seconds     # the engine's running total
+    assert abs(engine.prefill_seconds - both) < 1e-9
 
 
 def test_speculate_values_parse_or_fail_naming_the_value():

@@ -138,6 +138,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self.steps_run = 0
         self.tokens_out = 0
+        self.prefill_seconds = 0.0                    # prompt chunks' forward passes, summed
         self._costs = StepCosts()
         # (fused step or None, its words): the model's weights stay put while the engine runs, so it is chosen once
         # (choose_step re-checks every weight's storage, ~2 ms a call); StepKind.FUSED raises here where it cannot run
@@ -291,7 +292,9 @@ class Engine:
                 else:
                     logits = self.model(ids, cache=p.cache, logits=Logits.LAST)[:, -1]              # [1, V]
             p.done += len(new)
-            p.seconds += time.perf_counter() - start
+            spent = time.perf_counter() - start
+            p.seconds += spent
+            self.prefill_seconds += spent
             if p.done < len(p.req.prompt):
                 return
             self.joining.popleft()
