@@ -262,3 +262,20 @@ def test_a_ragged_pass_equals_the_padded_one_on_its_real_tokens(name):
             assert torch.equal(torch.where(real, new_a, 0), torch.where(real, new_b, 0))
     with pytest.raises(ValueError, match="padding slot"):
         fused.ragged(feed, caches[1], feed_pos, torch.ones(2, 3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("head_dim", [64, 96, 128])
+@pytest.mark.parametrize("storage", list(KVStorage))
+def test_long_context_attention_equals_the_eager_forward(head_dim, storage):
+    """A step over 301 visible slots (the vector softmax's 8-lane chunks and a tail; head widths that are one, one and
+    a half and two 64-value register blocks of the weighted sum of V) gives the eager forward's logits."""
+    model = make_tiny("smollm2-tiny", head_dim=head_dim, max_seq_len=512)
+    ids = torch.randint(1, 500, (1, 300), generator=torch.Generator().manual_seed(head_dim))
+    caches = [KVCache(model.kv_plan, batch_size=1, capacity=320, storage=storage) for _ in range(2)]
+    with torch.inference_mode():
+        for cache in caches:
+            model(ids, cache=cache)
+        nxt, pos = torch.tensor([[7]]), torch.tensor([[300]])
+        eager = model(nxt, cache=caches[0], positions=pos)[:, -1]
+        fused = fused_decoder(model)(nxt, caches[1], pos)
+    assert torch.allclose(fused, eager, atol=1e-4, rtol=1e-4), (fused - eager).abs().max()

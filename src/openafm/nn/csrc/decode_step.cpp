@@ -261,16 +261,15 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
                 p[s] = d * scale;
                 mx = std::max(mx, p[s]);
             }
-            float total = 0.f;
-            for (int64_t s = 0; s < visible; ++s) { p[s] = std::exp(p[s] - mx); total += p[s]; }
+            const float total = exp_shifted(p.data(), visible, mx);      // p[s] = e^(p[s] - mx), masked slots 0
             float* o = out + m * h_ * dh_ + hh * dh_;
-            std::fill(o, o + dh_, 0.f);
-            for (int64_t s = 0; s < visible; ++s) {
-                if (p[s] == 0.f) continue;
-                const float w = p[s] / total;
-                if (int8) axpy_n_s8(w * vsc[base + s], v8 + (base + s) * dh_, o, dh_);
-                else axpy_n(w, vf + (base + s) * dh_, o, dh_);
+            if (!int8) {
+                weighted_rows(p.data(), total, vf + base * dh_, visible, dh_, o);
+                continue;
             }
+            std::fill(o, o + dh_, 0.f);
+            for (int64_t s = 0; s < visible; ++s)
+                if (p[s] != 0.f) axpy_n_s8(p[s] / total * vsc[base + s], v8 + (base + s) * dh_, o, dh_);
         }
     });
 }

@@ -1,5 +1,5 @@
-// Small AVX2 helpers the matvec kernels share: horizontal sums, float16 scalars, unpacking codes and
-// widening bytes to floats, and the u8 x s8 integer dot products.
+// Small AVX2 helpers the matvec and attention kernels share: horizontal sums, float16 scalars, unpacking codes and
+// widening bytes to floats, the u8 x s8 integer dot products, and a vector e^x for the softmax.
 #pragma once
 #include <immintrin.h>
 #include <cstdint>
@@ -165,6 +165,42 @@ static inline float dot_n_s8(const float* a, const int8_t* b, int64_t n) {
     return s;
 }
 
+// e^x in 8 lanes (Cephes' expf: x = k ln2 + r with |r| <= ln2 / 2, e^r = 1 + r + r^2 P(r) with P of degree 5, 2^k
+// from the exponent bits): within 2 ulp of std::exp on [-87.3, 88.3]; lanes below -87.3 (a masked score, -inf) give
+// exactly 0, so a masked slot adds nothing to a softmax.
+static inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3365478515625f), hi = _mm256_set1_ps(88.3762626647949f);
+    const __m256 masked = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);           // ln 2 in two parts
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+    y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.f));
+    const __m256i two_k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(masked, _mm256_mul_ps(y, _mm256_castsi256_ps(two_k)));
+}
+
+// p[s] = e^(p[s] - mx) for s < n (0 where p[s] is -inf) -> their sum, added in slot order.
+static inline float exp_shifted(float* p, int64_t n, float mx) {
+    const __m256 m = _mm256_set1_ps(mx);
+    int64_t s = 0;
+    for (; s + 8 <= n; s += 8) _mm256_storeu_ps(p + s, exp8(_mm256_sub_ps(_mm256_loadu_ps(p + s), m)));
+    if (s < n) {
+        float tail[8];
+        std::fill(tail, tail + 8, mx);
+        std::copy(p + s, p + n, tail);
+        _mm256_storeu_ps(tail, exp8(_mm256_sub_ps(_mm256_loadu_ps(tail), m)));
+        std::copy(tail, tail + (n - s), p + s);
+    }
+    float total = 0.f;
+    for (int64_t i = 0; i < n; ++i) total += p[i];
+    return total;
+}
+
 // y[i] += w * x[i] for i < n (attention's weighted sum of V).
 static inline void axpy_n(float w, const float* x, float* y, int64_t n) {
     const __m256 wv = _mm256_set1_ps(w);
@@ -173,6 +209,27 @@ static inline void axpy_n(float w, const float* x, float* y, int64_t n) {
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; ++i) y[i] += w * x[i];
 }
+// o[0..n) = the sum over slots s < rows with p[s] != 0 of (p[s] / total) v_s, v_s = v + s n: axpy_n's multiply-adds
+// in slot order, 64 values at a time held in registers (o is written once, not read back per slot).
+static inline void weighted_rows(const float* p, float total, const float* v, int64_t rows, int64_t n, float* o) {
+    int64_t c = 0;
+    for (; c + 64 <= n; c += 64) {
+        __m256 acc[8];
+        for (auto& a : acc) a = _mm256_setzero_ps();
+        for (int64_t s = 0; s < rows; ++s) {
+            if (p[s] == 0.f) continue;
+            const __m256 w = _mm256_set1_ps(p[s] / total);
+            const float* x = v + s * n + c;
+            for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + 8 * k), acc[k]);
+        }
+        for (int k = 0; k < 8; ++k) _mm256_storeu_ps(o + c + 8 * k, acc[k]);
+    }
+    if (c == n) return;
+    std::fill(o + c, o + n, 0.f);
+    for (int64_t s = 0; s < rows; ++s)
+        if (p[s] != 0.f) axpy_n(p[s] / total, v + s * n + c, o + c, n - c);
+}
+
 
 static inline void axpy_n_s8(float w, const int8_t* x, float* y, int64_t n) {
     const __m256 wv = _mm256_set1_ps(w);
