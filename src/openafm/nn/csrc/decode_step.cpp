@@ -251,15 +251,24 @@ void DecodeStep::attend(const Layer& layer, int64_t index, const float* q, const
             const float* qv = q + m * qstride + hh * dh_;
             const int64_t base = (row * hkv_ + g) * S;
             const int64_t qp = qpos[m];
-            float mx = -std::numeric_limits<float>::infinity();
-            for (int64_t s = 0; s < visible; ++s) {
+            const auto seen = [&](int64_t s) {                  // slot s holds a token this one attends to
                 const int64_t kp = kpos[row * pstride + s];
-                const bool ok = qp < 0 || (kp >= 0 && kp <= qp && (layer.window == 0 || qp - kp < layer.window));
-                if (!ok) { p[s] = -std::numeric_limits<float>::infinity(); continue; }
-                const float d = int8 ? ksc[base + s] * dot_n_s8(qv, k8 + (base + s) * dh_, dh_)
-                                     : dot_n(qv, kf + (base + s) * dh_, dh_);
-                p[s] = d * scale;
-                mx = std::max(mx, p[s]);
+                return qp < 0 || (kp >= 0 && kp <= qp && (layer.window == 0 || qp - kp < layer.window));
+            };
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t s = 0; s < visible; s += 4) {         // scores, 4 slots a pass (int8 K: one at a time)
+                float d[4];
+                if (!int8) {
+                    const float* k[4];
+                    for (int i = 0; i < 4; ++i) k[i] = kf + (base + std::min(s + i, visible - 1)) * dh_;
+                    dot4(qv, k, dh_, d);
+                }
+                for (int64_t i = 0; i < 4 && s + i < visible; ++i) {
+                    if (!seen(s + i)) { p[s + i] = -std::numeric_limits<float>::infinity(); continue; }
+                    if (int8) d[i] = ksc[base + s + i] * dot_n_s8(qv, k8 + (base + s + i) * dh_, dh_);
+                    p[s + i] = d[i] * scale;
+                    mx = std::max(mx, p[s + i]);
+                }
             }
             const float total = exp_shifted(p.data(), visible, mx);      // p[s] = e^(p[s] - mx), masked slots 0
             float* o = out + m * h_ * dh_ + hh * dh_;

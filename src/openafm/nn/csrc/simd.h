@@ -141,15 +141,23 @@ static inline __m256 dot_f32(const __m256* w, const float* x, int n) {
     return part;
 }
 
-// sum_i a[i] * b[i] for i < n: eight lanes of fmadd in order, their sum, then the tail in order (attention's
-// q.k; one fixed order, so a row's result does not depend on the batch).
-static inline float dot_n(const float* a, const float* b, int64_t n) {
-    __m256 acc = _mm256_setzero_ps();
+// d[i] = q . k[i] for four rows k[i] of n values (attention's scores of four slots): four independent chains of
+// multiply-adds, then one reduction tree for all four. Each d[i] takes the same operations whichever of the four
+// places its row has, so a slot's score does not depend on the slots beside it.
+static inline void dot4(const float* q, const float* const k[4], int64_t n, float d[4]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    float s = hsum(acc);
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[0] + i), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[1] + i), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[2] + i), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[3] + i), a3);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));   // [d0 d1 d2 d3 | d0 d1 d2 d3]
+    _mm_storeu_ps(d, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (; i < n; ++i)
+        for (int r = 0; r < 4; ++r) d[r] += q[i] * k[r][i];
 }
 
 // The same with int8 b (an int8 K/V cache's codes), widened to float exactly.
