@@ -95,6 +95,15 @@ def summarise(runs: dict[str, list[dict[str, float]]], depths: list[int]) -> dic
     return out
 
 
+def git_commit(tree: Path) -> str | None:
+    """The commit a checkout is at (None where git cannot say), with "+changes" when its tracked files differ."""
+    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"], capture_output=True).returncode != 0
+    return head.stdout.strip() + ("+changes" if dirty else "")
+
+
 def main() -> None:
     p = add_settle(parser(__doc__))
     p.add_argument("--depths", default=",".join(map(str, DEPTHS)), help="tokens in the context before decoding")
@@ -132,7 +141,7 @@ def main() -> None:
             steps[name] = out["step"]
     result = {**summarise(runs, depths), "depths": depths, "tokens": args.tokens, "rounds": args.repeats,
               "threads": threads, "gguf": gguf.name, "step": steps, "load_at_start": round(load, 2),
-              "baseline_tree": str(args.baseline_tree) if args.baseline_tree else None,
+              "commit": git_commit(ROOT), "baseline_commit": git_commit(args.baseline_tree) if args.baseline_tree else None,
               "seconds": round(time.perf_counter() - start),
               "command": "python benchmarks/decode_depth.py --json" + (" --baseline-tree DIR" if args.baseline_tree
                                                                       else "")}
