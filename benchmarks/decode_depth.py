@@ -96,11 +96,13 @@ def summarise(runs: dict[str, list[dict[str, float]]], depths: list[int]) -> dic
 
 
 def git_commit(tree: Path) -> str | None:
-    """The commit a checkout is at (None where git cannot say), with "+changes" when its tracked files differ."""
+    """The commit a checkout is at (None where git cannot say), with "+changes" when its tracked files (results
+    files aside) differ from it."""
     head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"], capture_output=True).returncode != 0
+    dirty = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD", "--", ".", ":!docs/results"],
+                           capture_output=True).returncode != 0                  # results files change no code
     return head.stdout.strip() + ("+changes" if dirty else "")
 
 
