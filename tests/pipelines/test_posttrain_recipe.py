@@ -168,11 +168,11 @@ def test_the_shipped_default_model_recipes_validate():
     # the adapter kind came after the shipped adapter was made: its record lacks the field, whose default it used
     assert sft.adapter.value == "new"
     assert shipped_sft["recipe"][1] == {k: v for k, v in stage_spec(sft).items() if k != "adapter"}
-    # the tools recipe continues that adapter with the made-up tools and the SFT mixture replayed
+    # the tools recipe continues that adapter with the made-up tools, the SFT mixture and plain text replayed
     tools = load_recipe(ROOT / "recipes" / "default-model-tools.yaml")
     more = tools.stage("sft")
     assert more.model == "openafm-135m-sft" and more.adapter.value == "continue" and more.rank is None
-    assert {"made-tool-rounds", "guided", "tool-rounds", "bfcl", "udhr", "math-steps"} == set(more.data)
+    assert {"made-tool-rounds", "guided", "tool-rounds", "bfcl", "udhr", "math-steps", "plain-text"} == set(more.data)
     assert tools.stage("package").install_dir is None                       # a candidate: running it ships nothing
 
 
