@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from openafm.data.document import Document
 from openafm.data.sources.base import Source, package_files, spread
@@ -75,7 +76,8 @@ def rst_prose(text: str) -> str:
     return "\n\n".join(p for p in paragraphs if len(p.split()) >= 4)
 
 
-def chapter_files() -> list:
+def chapter_files() -> list[Path]:
+    """The package's chapter sources (``_sources/*.rst.txt``), the index (a table of contents) left out."""
     return [p for p in package_files(PACKAGE) if p.name.endswith(".rst.txt") and p.name != "index.rst.txt"]
 
 
