@@ -10,6 +10,7 @@ from openafm.data.guided import guided_example
 from openafm.data.tool_rounds import families, tool_round_cases, tool_round_conversations
 from openafm.eval.bfcl_data import load_category, package_info
 from openafm.eval.instruction_following import instruction_items
+from openafm.eval.texts import english_text
 from openafm.pipelines.sft_data import builtin_conversations
 from openafm.rl.multilingual_prompts import udhr_prompts
 from openafm.rl.prompts import PromptSource, build_prompts
@@ -102,8 +103,6 @@ def test_tool_round_rl_prompts_never_offer_a_heldout_tool():
 def test_plain_text_passages_share_no_sentence_with_the_drift_text():
     """The plain-text anchor (SFT's plain-text set) is never the text whose perplexity measures drift: no sentence
     of a passage is in the Debian Reference's held-out split, nor in its train split (the validation text)."""
-    from openafm.eval.texts import english_text
-
     reference = " ".join(" ".join(english_text(split).split()) for split in (Split.TRAIN, Split.HELDOUT))
     sentences = {s.strip() for p in builtin_conversations("plain-text", n=190, seed=0)
                  for s in re.split(r"(?<=[.!?])\s+", " ".join(p.text.split())) if len(s.strip()) >= 60}

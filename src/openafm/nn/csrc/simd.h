@@ -174,8 +174,9 @@ static inline float dot_n_s8(const float* a, const int8_t* b, int64_t n) {
 }
 
 // e^x in 8 lanes (Cephes' expf: x = k ln2 + r with |r| <= ln2 / 2, e^r = 1 + r + r^2 P(r) with P of degree 5, 2^k
-// from the exponent bits): within 2 ulp of std::exp on [-87.3, 88.3]; lanes below -87.3 (a masked score, -inf) give
-// exactly 0, so a masked slot adds nothing to a softmax.
+// from the exponent bits): within 1.01 ulp of the exact value on [-87, 0], the range a softmax feeds it (measured
+// against float64 exp at 16M points; std::exp: 0.57); lanes below -87.3 (a masked score, -inf) give exactly 0, so a
+// masked slot adds nothing to a softmax.
 static inline __m256 exp8(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3365478515625f), hi = _mm256_set1_ps(88.3762626647949f);
     const __m256 masked = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
@@ -217,6 +218,7 @@ static inline void axpy_n(float w, const float* x, float* y, int64_t n) {
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; ++i) y[i] += w * x[i];
 }
+
 // o[0..n) = the sum over slots s < rows with p[s] != 0 of (p[s] / total) v_s, v_s = v + s n: axpy_n's multiply-adds
 // in slot order, 64 values at a time held in registers (o is written once, not read back per slot).
 static inline void weighted_rows(const float* p, float total, const float* v, int64_t rows, int64_t n, float* o) {
@@ -237,7 +239,6 @@ static inline void weighted_rows(const float* p, float total, const float* v, in
     for (int64_t s = 0; s < rows; ++s)
         if (p[s] != 0.f) axpy_n(p[s] / total, v + s * n + c, o + c, n - c);
 }
-
 
 static inline void axpy_n_s8(float w, const int8_t* x, float* y, int64_t n) {
     const __m256 wv = _mm256_set1_ps(w);
