@@ -1,4 +1,5 @@
-"""Shared helpers of the benchmark scripts: argument parsing, interleaved timing, JSON output."""
+"""Shared helpers of the benchmark scripts: argument parsing, interleaved timing, JSON output, another git
+revision's sources to measure beside this tree's."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
+ROOT = Path(__file__).resolve().parents[1]
 QUIET_LOAD = 1.0     # below this the machine counts as quiet (2 cores; one busy core reads ~1)
 SETTLE_S = 150.0
 
@@ -88,3 +92,13 @@ def _flatten(d: dict, prefix: str = ""):
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def revision_tree(rev: str, into: Path) -> Path:
+    """REV's src/openafm unpacked under `into` (git archive) -> the directory to put on PYTHONPATH; SystemExit naming
+    REV when git cannot give it. A worker importing openafm from there builds REV's kernels from REV's csrc."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src/openafm"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"--against {rev!r}: git archive failed: {archive.stderr.decode()[-500:]}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "src"

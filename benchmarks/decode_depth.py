@@ -1,17 +1,18 @@
 """Decode speed as the context grows: openafm against llama.cpp's engine (`llama-bench -d`), same GGUF, same threads.
 
     python benchmarks/decode_depth.py --json                        # ~3 min on 2 cores; docs/results/decode_depth.json
-    python benchmarks/decode_depth.py --json --baseline-tree DIR    # also a checkout of another commit, same rounds
+    python benchmarks/decode_depth.py --json --against 22c1ef9      # also another git revision, the same rounds
 
 A long chat or a long prompt leaves hundreds of tokens in the cache, and every new token attends to all of them: at
 depth d a decode step reads d keys and values per layer and head on top of the weights. Per round, in this order:
 llama-bench once over every depth (`-p 0 -n TOKENS -d D1,D2,... -r 1`: TOKENS tokens generated after D tokens already
 in the context), then openafm in a fresh process over every depth (a D-token prompt prefilled, not timed; then
-exactly TOKENS greedy tokens, end of sequence ignored: generate's decode rate), and with --baseline-tree the same
-worker run from that tree's sources (`git worktree add DIR REV`: its kernels are built from its own csrc). Rounds
-interleave, each process warms up first (one short decode), and medians are reported with each round's figure.
-Figures: decode tok/s per depth and engine, openafm / llama-bench per depth, and the slowdown from depth 0 to the
-deepest (`depth_slowdown`: tok/s at 0 over tok/s at the deepest) for each.
+exactly TOKENS greedy tokens, end of sequence ignored: generate's decode rate), and with --against REV the same
+worker run from REV's sources (unpacked by `git archive`, as benchmarks/matvec.py does: its kernels are built from
+its own csrc; reported as `baseline`). Rounds interleave, each process warms up first (one short decode), and
+medians are reported with each round's figure. Figures: decode tok/s per depth and engine, openafm / llama-bench
+per depth, and the slowdown from depth 0 to the deepest (`depth_slowdown`: tok/s at 0 over tok/s at the deepest)
+for each.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import add_settle, emit, log, median, parser, settle  # noqa: E402
+from _common import ROOT, add_settle, emit, log, median, parser, revision_tree, settle  # noqa: E402
 from _llama_bench import TOOLS, tools_missing  # noqa: E402
 
 import torch  # noqa: E402
@@ -34,7 +36,6 @@ import openafm  # noqa: E402     (a worker imports it from its tree: PYTHONPATH 
 from openafm.checkpoint.packaged import default_gguf_path  # noqa: E402
 from openafm.runtime.generate import GenerationStats, generate_tokens  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "decode_depth.json"
 DEPTHS = (0, 512, 1024, 1536)
 
@@ -95,23 +96,38 @@ def summarise(runs: dict[str, list[dict[str, float]]], depths: list[int]) -> dic
     return out
 
 
-def git_commit(tree: Path) -> str | None:
-    """The commit a checkout is at (None where git cannot say), with "+changes" when its tracked files (results
-    files aside) differ from it."""
-    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+def git_commit(rev: str = "HEAD") -> str | None:
+    """The commit REV names in this checkout (None where git cannot say); for HEAD with "+changes" when its tracked
+    files (results files aside) differ from it."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True, text=True)
     if head.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD", "--", ".", ":!docs/results"],
-                           capture_output=True).returncode != 0                  # results files change no code
+    dirty = rev == "HEAD" and subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--", ".",
+                                              ":!docs/results"], capture_output=True).returncode != 0
     return head.stdout.strip() + ("+changes" if dirty else "")
+
+
+def measure(trees: dict[str, Path], gguf: Path, threads: int, depths: list[int], args) -> tuple[dict, dict]:
+    """--repeats interleaved rounds: llama-bench, then a worker per tree -> (per engine one {depth: tok/s} per
+    round, the step kind each tree's worker ran)."""
+    runs: dict[str, list] = {"llama_bench": [], **{name: [] for name in trees}}
+    steps = {}
+    llama_bench_depths(gguf, threads, [0], 4)                                       # warm-up: file paged in
+    for r in range(args.repeats):
+        log(f"round {r + 1} of {args.repeats}")
+        runs["llama_bench"].append(llama_bench_depths(gguf, threads, depths, args.tokens))
+        for name, src in trees.items():
+            out = run_worker(src, gguf, depths, args.tokens)
+            runs[name].append(out["decode_tok_s"])
+            steps[name] = out["step"]
+    return runs, steps
 
 
 def main() -> None:
     p = add_settle(parser(__doc__))
     p.add_argument("--depths", default=",".join(map(str, DEPTHS)), help="tokens in the context before decoding")
     p.add_argument("--tokens", type=int, default=64, help="tokens decoded at each depth (exactly)")
-    p.add_argument("--baseline-tree", type=Path, default=None,
-                   help="a checkout of another commit (git worktree add DIR REV) measured in the same rounds")
+    p.add_argument("--against", metavar="REV", help="also time this git revision's runtime in the same rounds")
     p.add_argument("--worker", metavar="GGUF", default=None, help=argparse.SUPPRESS)    # one process's measurement
     args = p.parse_args()
     depths = [int(d) for d in args.depths.split(",")]
@@ -123,29 +139,19 @@ def main() -> None:
     missing = tools_missing()
     if missing:
         raise SystemExit(f"decode_depth compares with llama-bench: {missing}")
-    if args.baseline_tree is not None and not (args.baseline_tree / "src" / "openafm").is_dir():
-        raise SystemExit(f"--baseline-tree {args.baseline_tree}: no src/openafm there (make one with "
-                         f"`git worktree add {args.baseline_tree} REV`)")
     threads, gguf = torch.get_num_threads(), default_gguf_path()
-    trees = {"openafm": ROOT / "src"}
-    if args.baseline_tree is not None:
-        trees["baseline"] = args.baseline_tree.resolve() / "src"
-    load, start = settle(args.settle), time.perf_counter()
-    runs: dict[str, list] = {"llama_bench": [], **{name: [] for name in trees}}
-    steps = {}
-    llama_bench_depths(gguf, threads, [0], 4)                                       # warm-up: file paged in
-    for r in range(args.repeats):
-        log(f"round {r + 1} of {args.repeats}")
-        runs["llama_bench"].append(llama_bench_depths(gguf, threads, depths, args.tokens))
-        for name, src in trees.items():
-            out = run_worker(src, gguf, depths, args.tokens)
-            runs[name].append(out["decode_tok_s"])
-            steps[name] = out["step"]
+    with tempfile.TemporaryDirectory(prefix="openafm-decode-depth-") as tmp:
+        trees = {"openafm": ROOT / "src"}
+        if args.against:
+            trees["baseline"] = revision_tree(args.against, Path(tmp))
+        load, start = settle(args.settle), time.perf_counter()
+        runs, steps = measure(trees, gguf, threads, depths, args)
     result = {**summarise(runs, depths), "depths": depths, "tokens": args.tokens, "rounds": args.repeats,
               "threads": threads, "gguf": gguf.name, "step": steps, "load_at_start": round(load, 2),
-              "commit": git_commit(ROOT), "baseline_commit": git_commit(args.baseline_tree) if args.baseline_tree else None,
+              "commit": git_commit(), "against": args.against,
+              "against_commit": git_commit(args.against) if args.against else None,
               "seconds": round(time.perf_counter() - start),
-              "command": "python benchmarks/decode_depth.py --json" + (" --baseline-tree DIR" if args.baseline_tree
+              "command": "python benchmarks/decode_depth.py --json" + (f" --against {args.against}" if args.against
                                                                       else "")}
     emit(result, args.json)
     if args.json:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import add_settle, emit, log, median, parser, settle  # noqa: E402
+from _common import add_settle, emit, log, median, parser, revision_tree, settle  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "matvec.json"
@@ -84,15 +84,6 @@ def run_worker(src: Path, args) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"matvec worker on {src} failed ({done.returncode}): {done.stderr[-1500:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def revision_tree(rev: str, into: Path) -> Path:
-    """REV's src/ unpacked under `into` (git archive) -> the directory to put on PYTHONPATH."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src/openafm"], capture_output=True, check=False)
-    if archive.returncode != 0:
-        raise SystemExit(f"--against {rev!r}: git archive failed: {archive.stderr.decode()[-500:]}")
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into / "src"
 
 
 def summarize(runs: dict[str, list[dict]]) -> dict:
