@@ -64,3 +64,28 @@ def test_sampling_frequencies_follow_temperature_softmax():
 def test_invalid_options_name_the_option(kwargs, name):
     with pytest.raises(SamplingOptionError, match=name):
         SamplingParams(**kwargs)
+
+
+def test_min_p_keeps_the_tokens_at_least_min_p_times_the_best_against_transformers():
+    from transformers.generation.logits_process import MinPLogitsWarper, TemperatureLogitsWarper
+    logits = torch.randn(3, 200, generator=torch.Generator().manual_seed(0))
+    ours = Sampler(SamplingParams(temperature=0.7, min_p=0.1, seed=0)).probs(logits)                 # [3, 200]
+    scaled = TemperatureLogitsWarper(0.7)(None, logits.clone())
+    theirs = MinPLogitsWarper(0.1, min_tokens_to_keep=1)(None, scaled).softmax(-1)
+    assert torch.equal(ours > 0, theirs > 0)
+    torch.testing.assert_close(ours, theirs)
+    kept = ours > 0
+    tempered = (logits / 0.7).softmax(-1)
+    assert bool((tempered[kept] >= 0.1 * tempered.amax(-1, keepdim=True).expand_as(tempered)[kept]).all())
+    assert 1 < int(kept.sum(-1).min()) and int(kept.sum(-1).max()) < 200           # the cut bites, and keeps several
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True, "0.1"])
+def test_min_p_out_of_range_raises_naming_it(bad):
+    with pytest.raises(SamplingOptionError, match="min_p="):
+        SamplingParams(temperature=1.0, min_p=bad)
+
+
+def test_min_p_with_greedy_raises():
+    with pytest.raises(SamplingOptionError, match="min_p has no effect"):
+        SamplingParams(min_p=0.05)

@@ -1,4 +1,4 @@
-"""Token sampling: greedy, or temperature with optional top-k / top-p (nucleus), seeded."""
+"""Token sampling: greedy, or temperature with optional top-k / top-p (nucleus) / min-p, seeded."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ class SamplingParams:
     temperature: float = 0.0     # 0 = greedy (argmax); > 0 = sample from softmax(logits / temperature)
     top_k: int | None = None     # keep the k most likely tokens
     top_p: float | None = None   # keep the smallest set of tokens whose probability reaches top_p
+    min_p: float | None = None   # keep the tokens at least min_p times as likely as the most likely one (llama.cpp's
+                                 # min-p: the cut follows the model's confidence, where top-p's follows its tail)
     seed: int | None = None      # seeds the sampler's own generator (None: nondeterministic)
 
     def __post_init__(self) -> None:
@@ -26,8 +28,11 @@ class SamplingParams:
             raise SamplingOptionError(f"top_k={self.top_k!r} is invalid: use an integer >= 1, or None")
         if self.top_p is not None and (not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1):
             raise SamplingOptionError(f"top_p={self.top_p!r} is invalid: use a number in (0, 1], or None")
-        if t == 0 and (self.top_k is not None or self.top_p is not None):
-            name = "top_k" if self.top_k is not None else "top_p"
+        if self.min_p is not None and (isinstance(self.min_p, bool) or not isinstance(self.min_p, (int, float))
+                                       or not 0 <= self.min_p <= 1):
+            raise SamplingOptionError(f"min_p={self.min_p!r} is invalid: use a number in [0, 1], or None")
+        if t == 0 and (self.top_k is not None or self.top_p is not None or self.min_p is not None):
+            name = "top_k" if self.top_k is not None else "top_p" if self.top_p is not None else "min_p"
             raise SamplingOptionError(f"{name} has no effect with temperature=0 (greedy); set temperature > 0")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
             raise SamplingOptionError(f"seed={self.seed!r} is invalid: use an integer >= 0, or None")
@@ -74,6 +79,10 @@ class Sampler:
             logits = logits.masked_fill(logits < kth, float("-inf"))
         if p.top_p is not None and p.top_p < 1:
             logits = _nucleus(logits, p.top_p)
+        if p.min_p:            # None or 0: no cut; on the tempered distribution, as transformers and vLLM cut
+            # p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p) (the softmax's normaliser cancels)
+            floor = logits.amax(dim=-1, keepdim=True) + math.log(p.min_p)           # [B, 1]
+            logits = logits.masked_fill(logits < floor, float("-inf"))
         return logits.softmax(dim=-1)
 
     def draw(self, probs: torch.Tensor) -> torch.Tensor:
