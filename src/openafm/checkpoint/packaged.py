@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from openafm.checkpoint.bundled import Bundled
+from openafm.checkpoint.bundled import Bundled, sidecar
 from openafm.checkpoint.gguf import read_gguf
+from openafm.checkpoint.sampling import RecommendedSampling, from_settings
 from openafm.errors import CheckpointError
 from openafm.tokenizer.tokenizer import Tokenizer
 
@@ -30,6 +31,9 @@ BUNDLED: dict[str, Bundled] = {
 }
 # Every model that ships installed: name -> what it is.
 PACKAGED = {**PACKAGED_GGUF, **{b.name: b.describe for b in BUNDLED.values()}}
+# What the raw model's makers recommend for sampling (its GGUF gives none): the model card's usage example,
+# model.generate(..., temperature=0.2, top_p=0.9, do_sample=True).
+RAW_SAMPLING = RecommendedSampling(temperature=0.2, top_p=0.9, source="the SmolLM2-135M-Instruct model card")
 
 
 def default_gguf_path() -> Path:
@@ -45,6 +49,18 @@ def default_gguf_path() -> Path:
             return path
     raise CheckpointError(f"{GGUF_NAME} is not in the installed {PACKAGE!r} package "
                           f"({', '.join(spec.submodule_search_locations)}); reinstall it with `{INSTALL_HINT}`")
+
+
+def packaged_sampling(name: str) -> RecommendedSampling | None:
+    """A packaged model's recommended sampling: a bundle's own (its sidecar's "sampling", chosen on a validation
+    split), else its base model's; the raw model's is its card's."""
+    if name in BUNDLED:
+        bundle = BUNDLED[name]
+        chosen = sidecar(bundle).get("sampling")
+        if chosen is None:
+            return packaged_sampling(bundle.base)
+        return from_settings(chosen["settings"], f"{bundle.sidecar_path.name} ({chosen['chosen']})")
+    return RAW_SAMPLING if name == RAW_MODEL else None
 
 
 def gguf_tokenizer(path: str | Path) -> Tokenizer:

@@ -18,7 +18,7 @@ class LanguageModel(LoadedModel):
 
     @classmethod
     def of(cls, loaded: LoadedModel) -> LanguageModel:
-        return cls(loaded.model, loaded.tokenizer, name=loaded.name, source=loaded.source)
+        return cls(loaded.model, loaded.tokenizer, name=loaded.name, source=loaded.source, sampling=loaded.sampling)
 
     @property
     def config(self) -> ModelConfig:
