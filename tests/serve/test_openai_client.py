@@ -226,8 +226,10 @@ def test_a_client_that_gives_up_on_a_plain_request_frees_its_slot(server):
     assert served.running == 0
 
 
-def test_models_health_metrics(server, client):
+def test_models_health_metrics(server, client, lm):
     assert [m.id for m in client.models.list().data] == [MODEL]
+    listed = httpx.get(server[0] + "/v1/models").json()["data"][0]["default_sampling"]
+    assert listed == lm.sampling.to_dict() and listed["temperature"] > 0      # what a request that sets none gets
     text = httpx.get(server[0] + "/metrics").text
     assert "# TYPE openafm_time_to_first_token_seconds histogram" in text
     assert 'openafm_requests_total{endpoint="chat",status="200"}' in text

@@ -8,13 +8,14 @@ import sys
 import uvicorn
 
 from openafm.api import DEFAULT_MODEL, load
+from openafm.checkpoint.sampling import RecommendedSampling
 from openafm.commands.common import SPECULATE_HELP, parse_speculate, speculation
 from openafm.runtime.engine import EngineConfig
 from openafm.runtime.proposers import ProposerKind
 from openafm.runtime.threads import set_threads
 from openafm.serve.access import KEY_ENV, Access, exposed_without_key
 from openafm.serve.app import MAX_BODY, create_app
-from openafm.serve.engine_front import Served, served_weights
+from openafm.serve.engine_front import DefaultSampling, Served, served_weights
 
 
 def register(subparsers) -> None:
@@ -47,10 +48,26 @@ def register(subparsers) -> None:
                    help=f"require 'Authorization: Bearer KEY' on every API endpoint (401 otherwise; /health and the "
                         f"playground page stay open, and the page asks for the key); default: the {KEY_ENV} "
                         f"environment variable, else no key")
+    p.add_argument("--default-sampling", default=DefaultSampling.MODEL.value,
+                   choices=[k.value for k in DefaultSampling],
+                   help="what a request that leaves temperature / top_p unset gets: 'model' (default), the model's "
+                        "recommended sampling (its generation_config.json, GGUF general.sampling.* keys or bundle "
+                        "sidecar; the default model: temperature 0.7, top-p 0.9), field by field, as vLLM does; "
+                        "'openai', OpenAI's temperature 1 with no cut, word salad from a small model. GET /v1/models "
+                        "shows the one applied")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="let web pages from ORIGIN (scheme://host[:port], or '*') call the API from a browser "
                         "(CORS; repeatable). Default: none, so other origins' pages cannot read its answers")
     p.set_defaults(run=run)
+
+
+def sampling_words(applied: RecommendedSampling | None) -> str:
+    """What a request that sets no sampling gets, in words (with the settings the source gives that are not run)."""
+    if applied is None:
+        return "a request without temperature / top_p samples at OpenAI's temperature 1, no cut"
+    words = ", ".join(f"{k} {v}" for k, v in applied.settings().items())
+    unused = f"; not applied (openafm does not run them): {', '.join(applied.unused)}" if applied.unused else ""
+    return f"a request without temperature / top_p samples with {words}, from {applied.source}{unused}"
 
 
 def parse_adapters(specs: list[str]) -> dict[str, str]:
@@ -75,12 +92,13 @@ def run(args: argparse.Namespace) -> int:
     max_context = args.max_context if args.max_context is not None else min(EngineConfig.max_context, window)
     kind, draft = speculation(args.speculate, lm.model)
     config = EngineConfig(max_batch=args.max_batch, max_queue=args.max_queue, max_context=max_context, speculate=kind)
-    served = Served(lm, adapters, config, draft=draft).start()
+    served = Served(lm, adapters, config, draft=draft, sampling=DefaultSampling(args.default_sampling)).start()
     if args.max_context is None and window < EngineConfig.max_context:
         print(f"openafm serve: --max-context {max_context} (the model's context window)", file=sys.stderr)
     print(f"openafm serve: {', '.join(served.models)} ({served_weights(args.weights, adapters)} weights, decode "
           f"step {served.default.engine.step_kind}) on http://{args.host}:{args.port}/ (playground at /)",
           file=sys.stderr)
+    print(f"openafm serve: {sampling_words(served.default.sampling)}", file=sys.stderr)
     try:
         uvicorn.run(create_app(served, max_body=args.max_body, access=access), host=args.host, port=args.port, log_level="warning")
     finally:

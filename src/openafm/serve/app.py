@@ -55,7 +55,10 @@ def create_app(served: Served, *, max_body: int = MAX_BODY, access: Access = Acc
     async def models() -> dict:
         return {"object": "list", "data": [
             {"id": m.name, "object": "model", "created": 0, "owned_by": "openafm", "kind": m.kind,
-             "source": m.source, "max_context": served.config.max_context} for m in served.models.values()]}
+             "source": m.source, "max_context": served.config.max_context,
+             "default_sampling": m.sampling.to_dict() if m.sampling is not None else {"temperature": 1.0,
+                                                                                      "source": "OpenAI's default"}}
+            for m in served.models.values()]}
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> PlainTextResponse:
@@ -85,10 +88,10 @@ async def _complete(request: Request, kind: str, served: Served, metrics: Metric
         model = _model(served, body)
         if kind == "chat":
             plan = chat_request(body, tokenizer=model.tokenizer, model=model.name, context=served.config.max_context,
-                                vision=served.vision_tower)
+                                vision=served.vision_tower, recommended=model.sampling)
         else:
             plan = completion_request(body, tokenizer=model.tokenizer, model=model.name,
-                                      context=served.config.max_context)
+                                      context=served.config.max_context, recommended=model.sampling)
         stream = events(model.engine, plan)
         if plan.stream:
             first = await stream.__anext__()          # raises a 429 here, before the 200 is sent
@@ -114,7 +117,8 @@ async def _respond(request: Request, served: Served, metrics: Metrics, max_body:
         body = await _read_json(request, max_body)
         model = _model(served, body)
         req = responses_request(body, store, tokenizer=model.tokenizer, model=model.name,
-                                context=served.config.max_context, vision=served.vision_tower)
+                                context=served.config.max_context, vision=served.vision_tower,
+                                recommended=model.sampling)
         builder = ResponseBuilder(req, model.name)
         stream = events(model.engine, req.plan)
         if req.plan.stream:

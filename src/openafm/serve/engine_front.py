@@ -8,17 +8,23 @@ the engine thread produces them, or `None` every `tick` seconds with nothing new
 client that went away. Leaving the iteration early (a disconnect, an error) cancels every row it submitted:
 the engine drops them before its next step and their rows are free again. A plan with images is first prefilled
 through its last image in a worker thread (serve.images.prefill); its rows continue that cache.
+
+What a request that sets no sampling gets is the `DefaultSampling` kind: the model's recommended sampling
+(checkpoint/sampling.py; adapters take their base's), or OpenAI's defaults; `ServedModel.sampling` holds the one
+applied (None: OpenAI's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import threading
 from pathlib import Path
 from typing import AsyncIterator
 
 from openafm.api import DEFAULT_MODEL, load
+from openafm.checkpoint.sampling import RecommendedSampling
 from openafm.fm.adapter import Adapter
 from openafm.fm.model import tower_for
 from openafm.runtime.engine import Engine, EngineBusy, EngineConfig, RowEvent, RowRequest
@@ -29,6 +35,13 @@ from openafm.serve.images import prefill
 from openafm.serve.protocol import Plan, RequestError
 
 
+class DefaultSampling(enum.Enum):
+    """What a request that leaves temperature / top_p unset gets."""
+
+    MODEL = "model"       # the served model's recommended sampling, where it has one; else OpenAI's
+    OPENAI = "openai"     # OpenAI's: temperature 1, no top-p cut (word salad from a tiny model)
+
+
 @dataclasses.dataclass
 class ServedModel:
     name: str
@@ -36,27 +49,29 @@ class ServedModel:
     tokenizer: object
     kind: str                  # "model" or "adapter"
     source: str
+    sampling: RecommendedSampling | None = None     # what a request that sets none gets (None: OpenAI's defaults)
 
 
 class Served:
     """The models a server runs: a loaded LanguageModel (`openafm.load`) and adapters by name."""
 
     def __init__(self, lm, adapters: dict[str, str | Path] | None = None, config: EngineConfig = EngineConfig(),
-                 draft: DraftModel | None = None):
+                 draft: DraftModel | None = None, sampling: DefaultSampling = DefaultSampling.MODEL):
         """draft: the draft model `ProposerKind.DRAFT` rows guess with (every served model's engine holds it)."""
         if lm.tokenizer is None:
             raise ValueError(f"model {lm.name!r} has no tokenizer: the server needs one")
         self.config = config
         self.base = lm
+        applied = lm.sampling if DefaultSampling(sampling) is DefaultSampling.MODEL else None
         self.models: dict[str, ServedModel] = {
             lm.name: ServedModel(lm.name, Engine(lm.model, lm.tokenizer, config, draft=draft), lm.tokenizer, "model",
-                                 str(lm.source))}
+                                 str(lm.source), applied)}
         for name, file in (adapters or {}).items():
             if name in self.models:
                 raise ValueError(f"adapter name {name!r} is already served; give each adapter its own name")
             adapted = Adapter(file).attach(lm.model)
             self.models[name] = ServedModel(name, Engine(adapted, lm.tokenizer, config, draft=draft), lm.tokenizer,
-                                            "adapter", str(file))
+                                            "adapter", str(file), applied)
 
     @classmethod
     def load(cls, model: str = DEFAULT_MODEL, adapters: dict[str, str | Path] | None = None,

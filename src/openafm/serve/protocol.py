@@ -15,6 +15,12 @@ Every grammar comes from fm's one policy (`fm.constraint.constraint_for`), so a 
 grammar a session builds for the same tools, tool choice and schema; with tools and a response_format together,
 the reply is a tool call or the schema's JSON.
 
+Sampling: a field the request gives is used as given; one it leaves unset takes the served model's recommended
+sampling (checkpoint/sampling.py: its generation_config.json, GGUF keys or bundle sidecar), field by field as vLLM
+applies a generation config, and OpenAI's defaults (temperature 1, no cut) only where the model recommends nothing or
+the server runs with `--default-sampling openai`. A tiny model sampled at temperature 1 with no cut writes word salad
+(docs/results/default_sampling.json), which is what an `openai` client that sets nothing used to get.
+
 Images: a user message's `image_url` parts (base64 data URLs, `detail` low / high / auto) are read by serve.images;
 the message's text holds an image marker where each was, the prompt's ids hold its mode's placeholder tokens, and
 the plan carries the images and the vision tower for the engine front to prefill.
@@ -27,6 +33,7 @@ import functools
 import json
 from typing import Any, Callable
 
+from openafm.checkpoint.sampling import RecommendedSampling
 from openafm.fm.constraint import constraint_for
 from openafm.fm.errors import FoundationModelsError
 from openafm.fm.schema import GenerationSchema
@@ -120,17 +127,18 @@ def check_fields(body: Any, allowed: set[str]) -> None:
         raise RequestError(f"{name} is not supported by this server", name, code="unsupported_parameter")
 
 
-def _sampling(body: dict, n: int) -> list[SamplingParams]:
-    temperature = _number(body, "temperature", 0, 2)
-    top_p = _number(body, "top_p", 0, 1, open_low=True)
+def _sampling(body: dict, n: int, recommended: RecommendedSampling | None) -> list[SamplingParams]:
+    """Per choice: the request's temperature / top_p / seed, each unset one from `recommended` (None: OpenAI's
+    temperature 1 and no cut); the recommendation's top_k and min_p too, which requests cannot set here."""
+    given = {"temperature": _number(body, "temperature", 0, 2), "top_p": _number(body, "top_p", 0, 1, open_low=True)}
     seed = _int(body, "seed", 0)
-    temperature = 1.0 if temperature is None else temperature      # OpenAI's default
-    if temperature == 0 or top_p == 1:
-        top_p = None            # greedy keeps the most likely token, which every nucleus holds: no effect
-    if temperature == 0:
-        return [SamplingParams()] * n
-    return [SamplingParams(temperature=temperature, top_p=top_p, seed=None if seed is None else seed + i)
-            for i in range(n)]
+    settings = recommended.settings() if recommended is not None else {"temperature": 1.0}      # OpenAI's default
+    settings.update({k: v for k, v in given.items() if v is not None})
+    if settings["temperature"] == 0:
+        return [SamplingParams()] * n      # greedy keeps the most likely token, which every cut keeps: no effect
+    if settings.get("top_p") == 1:
+        del settings["top_p"]
+    return [SamplingParams(**settings, seed=None if seed is None else seed + i) for i in range(n)]
 
 
 def _stop(body: dict) -> tuple[str, ...]:
@@ -185,9 +193,10 @@ def _profile(body: dict) -> bool:
 
 # ---- chat ---------------------------------------------------------------------------------------------------
 
-def chat_request(body: Any, *, tokenizer, model: str, context: int, vision: Callable[[], object] | None = None
-                 ) -> Plan:
-    """vision: returns the served model's vision tower (fm's ImagePromptError where it has none); None: no images."""
+def chat_request(body: Any, *, tokenizer, model: str, context: int, vision: Callable[[], object] | None = None,
+                 recommended: RecommendedSampling | None = None) -> Plan:
+    """vision: returns the served model's vision tower (fm's ImagePromptError where it has none); None: no images.
+    recommended: the sampling a request that sets none gets (None: OpenAI's defaults)."""
     check_fields(body, CHAT_FIELDS)
     messages, images = _messages(body.get("messages"))
     tools = _tools(body.get("tools"))
@@ -217,9 +226,9 @@ def chat_request(body: Any, *, tokenizer, model: str, context: int, vision: Call
     need(top is None or bool(logprobs), "top_logprobs needs logprobs: true", "top_logprobs")
     stream, usage = _stream_options(body)
     constraint = _constraint_factory(tokenizer, schema, tools, choice, max_tokens)
-    return Plan("chat", body["model"], prompt, text, n, max_tokens, _sampling(body, n), _stop(body), constraint,
-                (top or 0) if logprobs else None, stream, usage, _profile(body), tools if choice != "none" else [],
-                structured, images, tower)
+    return Plan("chat", body["model"], prompt, text, n, max_tokens, _sampling(body, n, recommended), _stop(body),
+                constraint, (top or 0) if logprobs else None, stream, usage, _profile(body),
+                tools if choice != "none" else [], structured, images, tower)
 
 
 def _content(value: Any, where: str, images: list[ImageInput] | None) -> str:
@@ -350,7 +359,8 @@ def _constraint_factory(tokenizer, schema: dict | None, tools: list[Tool], choic
 
 # ---- completions ---------------------------------------------------------------------------------------------
 
-def completion_request(body: Any, *, tokenizer, model: str, context: int) -> Plan:
+def completion_request(body: Any, *, tokenizer, model: str, context: int,
+                       recommended: RecommendedSampling | None = None) -> Plan:
     check_fields(body, COMPLETION_FIELDS)
     prompt = body.get("prompt")
     need(isinstance(prompt, str) and bool(prompt),
@@ -361,4 +371,4 @@ def completion_request(body: Any, *, tokenizer, model: str, context: int) -> Pla
     logprobs = _int(body, "logprobs", 0, 5)
     stream, usage = _stream_options(body)
     return Plan("text", body["model"], ids, prompt, n, min(16, max_tokens) if body.get("max_tokens") is None else max_tokens,
-                _sampling(body, n), _stop(body), None, logprobs, stream, usage, _profile(body))
+                _sampling(body, n, recommended), _stop(body), None, logprobs, stream, usage, _profile(body))

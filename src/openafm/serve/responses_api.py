@@ -24,6 +24,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from openafm.checkpoint.sampling import RecommendedSampling
 from openafm.serve.images import image_input
 from openafm.serve.protocol import Plan, RequestError, chat_request, check_fields, need
 
@@ -64,9 +65,10 @@ class ResponseStore:
         return copy.deepcopy(self._items[rid])
 
 
-def responses_request(body: Any, store: ResponseStore, *, tokenizer, model: str, context: int, vision=None
-                      ) -> ResponseRequest:
-    """vision: returns the served model's vision tower (as for protocol.chat_request)."""
+def responses_request(body: Any, store: ResponseStore, *, tokenizer, model: str, context: int, vision=None,
+                      recommended: RecommendedSampling | None = None) -> ResponseRequest:
+    """vision, recommended: as for protocol.chat_request (the served model's vision tower; the sampling a request
+    that sets none gets). The response echoes the temperature and top_p applied."""
     check_fields(body, RESPONSE_FIELDS)
     need(body.get("truncation") in (None, "disabled"), "truncation must be 'disabled' (this server never drops "
          "input to fit; a request over the context is a 400)", "truncation")
@@ -90,15 +92,17 @@ def responses_request(body: Any, store: ResponseStore, *, tokenizer, model: str,
         if value is not None:
             chat[key] = value
     try:
-        plan = chat_request(chat, tokenizer=tokenizer, model=model, context=context, vision=vision)
+        plan = chat_request(chat, tokenizer=tokenizer, model=model, context=context, vision=vision,
+                            recommended=recommended)
     except RequestError as e:
         e.param = _responses_param(e.param)
         e.message = e.message.replace("max_tokens", "max_output_tokens").replace("response_format", "text.format")
         raise
+    applied = plan.sampling[0]
     echo = {"instructions": instructions, "tools": body.get("tools") or [], "tool_choice": body.get("tool_choice",
-            "auto"), "text": body.get("text") or {"format": {"type": "text"}}, "temperature": body.get("temperature",
-            1.0), "top_p": body.get("top_p", 1.0), "max_output_tokens": body.get("max_output_tokens"),
-            "metadata": metadata, "user": body.get("user")}
+            "auto"), "text": body.get("text") or {"format": {"type": "text"}}, "temperature": applied.temperature,
+            "top_p": 1.0 if applied.top_p is None else applied.top_p,
+            "max_output_tokens": body.get("max_output_tokens"), "metadata": metadata, "user": body.get("user")}
     return ResponseRequest(plan, messages, echo, keep, previous)
 
 
