@@ -177,7 +177,8 @@ def main() -> None:
         log(f"{name}: {VARIANTS[name] or 'greedy'}")
         variants[name] = measure(engine, lm, sets, VARIANTS[name])
     result = {"model": args.model, "look": args.look, "split": LOOKS[args.look][0].value, "n_prompts": args.n,
-              **({"chosen": chosen({"variants": variants})} if args.look == "validation" else {}),
+              **({"chosen": chosen({"variants": variants})}
+                 if args.look == "validation" and set(variants) - {"greedy"} else {}),
               "seeds": list(SEEDS), "variants": variants, "seconds": round(time.perf_counter() - t0),
               "command": f"python benchmarks/default_sampling.py --json --look {args.look}"}
     if args.json:

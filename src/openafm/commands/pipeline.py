@@ -19,6 +19,9 @@ examples:
                                                     the same on the two turns of a tool round (the right call; an
                                                     answer that keeps the result's values) -> a candidate
   openafm pipeline recipes/default-model-tools.yaml the SFT adapter continued on made-up tools -> a candidate
+  openafm pipeline recipes/default-model-instructions.yaml
+                                                    the same on its own answers that keep every instruction
+                                                    (rejection sampling) -> a candidate
   openafm pipeline recipes/vision-default.yaml      its vision tower: reading -> alignment -> answers, decoder and
                                                     (after reading) encoder frozen
 """
