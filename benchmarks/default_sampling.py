@@ -39,10 +39,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, log, parser  # noqa: E402
+from default_model import rate  # noqa: E402
 import openafm  # noqa: E402
 from openafm.checkpoint.packaged import BUNDLED  # noqa: E402
 from openafm.data.pipeline.langid import identify  # noqa: E402
-from openafm.eval.report import wilson_interval  # noqa: E402
 from openafm.io import write_text_atomic  # noqa: E402
 from openafm.rl.multilingual_prompts import Kind as UDHRKind  # noqa: E402
 from openafm.rl.multilingual_prompts import udhr_prompts  # noqa: E402
@@ -88,11 +88,6 @@ def loops(text: str) -> bool:
     words = text.lower().split()
     grams = Counter(zip(words, words[1:], words[2:], words[3:]))
     return bool(grams) and max(grams.values()) >= 3
-
-
-def rate(hits: int, n: int) -> dict:
-    low, high = wilson_interval(hits, n)
-    return {"rate": round(hits / n, 4), "hits": hits, "n": n, "ci95": [round(low, 4), round(high, 4)]}
 
 
 def measure(engine: Engine, lm, sets: dict, settings: dict) -> dict:
