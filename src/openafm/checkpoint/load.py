@@ -204,18 +204,18 @@ def _build_compressed(name: str, path: Path, options: LoadOptions) -> LoadedMode
 
 
 def _build_gguf(name: str, path: Path, options: LoadOptions) -> LoadedModel:
-    if options.weights in (Weights.NATIVE, Weights.NATIVE_INT8):
+    metadata = read_gguf(path).metadata     # read once for the tokenizer and the sampling recommendation, which are
+    if options.weights in (Weights.NATIVE, Weights.NATIVE_INT8):     # built after the model (its errors come first)
         activations = Activations.INT8 if options.weights is Weights.NATIVE_INT8 else Activations.FLOAT32
         model, types = load_block_model(path, activations)
-        return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
-                           source=f"GGUF {path} (native weights: {types}; {activations.value} activations)",
-                           sampling=from_gguf_metadata(read_gguf(path).metadata, path))
-    hf_sd, hf_config, _ = load_gguf_hf(path)
-    config = config_from_hf(hf_config, str(path))
-    state, provenance = state_dict_from_hf(hf_sd, config, str(path))
-    model = build_with_weights(config, state, str(path), provenance)
-    return LoadedModel(model, gguf_tokenizer(path), name=path.stem if name not in PACKAGED else name,
-                       source=f"GGUF {path}", sampling=from_gguf_metadata(read_gguf(path).metadata, path))
+        source = f"GGUF {path} (native weights: {types}; {activations.value} activations)"
+    else:
+        hf_sd, hf_config, _ = load_gguf_hf(path)
+        config = config_from_hf(hf_config, str(path))
+        state, provenance = state_dict_from_hf(hf_sd, config, str(path))
+        model, source = build_with_weights(config, state, str(path), provenance), f"GGUF {path}"
+    return LoadedModel(model, Tokenizer.from_gguf_metadata(metadata), name=path.stem if name not in PACKAGED else name,
+                       source=source, sampling=from_gguf_metadata(metadata, path))
 
 
 def _build_native(name: str, path: Path, options: LoadOptions) -> LoadedModel:
