@@ -26,7 +26,7 @@ from typing import Any
 from openafm.errors import CheckpointError
 
 GENERATION_CONFIG = "generation_config.json"
-HF_KEYS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p"}
+FIELDS = ("temperature", "top_p", "top_k", "min_p")          # generation_config.json names them the same
 GGUF_KEYS = {"general.sampling.temp": "temperature", "general.sampling.top_p": "top_p",
              "general.sampling.top_k": "top_k", "general.sampling.min_p": "min_p"}
 GGUF_PREFIX = "general.sampling."
@@ -51,7 +51,7 @@ class RecommendedSampling:
 
     def settings(self) -> dict[str, float | int]:
         """The fields set: {"temperature": 0.2, "top_p": 0.9} (what SamplingParams takes, seed aside)."""
-        return {k: v for k in HF_KEYS.values() if (v := getattr(self, k)) is not None}
+        return {k: v for k in FIELDS if (v := getattr(self, k)) is not None}
 
     def to_dict(self) -> dict:
         return {**self.settings(), "source": self.source, **({"unused": list(self.unused)} if self.unused else {})}
@@ -90,7 +90,7 @@ def from_generation_config(folder: Path) -> RecommendedSampling | None:
     if not isinstance(config, dict) or not config.get("do_sample"):
         return None
     unused = tuple(k for k in HF_UNUSED if k in config and config[k] not in (None, 1.0, 0))
-    return from_settings({ours: config.get(theirs) for theirs, ours in HF_KEYS.items()}, str(path), unused)
+    return from_settings({k: config.get(k) for k in FIELDS}, str(path), unused)
 
 
 def from_gguf_metadata(metadata: dict[str, Any], path: str | Path) -> RecommendedSampling | None:
