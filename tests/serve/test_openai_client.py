@@ -23,6 +23,8 @@ from openafm.runtime.draft import build_draft
 from openafm.runtime.engine import EngineConfig
 from openafm.runtime.proposers import ProposerKind
 from openafm.serve.access import Access, exposed_without_key
+from openafm.serve.engine_front import DefaultSampling, Served
+from openafm.serve.protocol import OPENAI_SAMPLING
 
 pytestmark = pytest.mark.real_model
 MODEL = DEFAULT_MODEL
@@ -395,3 +397,9 @@ def test_responses_made_with_store_false_are_not_kept(client):
     r = client.responses.create(model=MODEL, input="Hi", max_output_tokens=2, store=False)
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model=MODEL, input="Again", previous_response_id=r.id, max_output_tokens=2)
+
+
+def test_default_sampling_openai_gives_every_served_model_openais_defaults(lm):
+    served = Served(lm, sampling=DefaultSampling.OPENAI)
+    assert served.default.sampling == OPENAI_SAMPLING and OPENAI_SAMPLING.settings() == {"temperature": 1.0}
+    assert Served(lm).default.sampling == lm.sampling           # the model's own by default

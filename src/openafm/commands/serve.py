@@ -61,10 +61,8 @@ def register(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def sampling_words(applied: RecommendedSampling | None) -> str:
+def sampling_words(applied: RecommendedSampling) -> str:
     """What a request that sets no sampling gets, in words (with the settings the source gives that are not run)."""
-    if applied is None:
-        return "a request without temperature / top_p samples at OpenAI's temperature 1, no cut"
     words = ", ".join(f"{k} {v}" for k, v in applied.settings().items())
     unused = f"; not applied (openafm does not run them): {', '.join(applied.unused)}" if applied.unused else ""
     return f"a request without temperature / top_p samples with {words}, from {applied.source}{unused}"

@@ -56,8 +56,7 @@ def create_app(served: Served, *, max_body: int = MAX_BODY, access: Access = Acc
         return {"object": "list", "data": [
             {"id": m.name, "object": "model", "created": 0, "owned_by": "openafm", "kind": m.kind,
              "source": m.source, "max_context": served.config.max_context,
-             "default_sampling": m.sampling.to_dict() if m.sampling is not None else {"temperature": 1.0,
-                                                                                      "source": "OpenAI's default"}}
+             "default_sampling": m.sampling.to_dict()}
             for m in served.models.values()]}
 
     @app.get("/metrics", response_class=PlainTextResponse)

@@ -11,7 +11,7 @@ through its last image in a worker thread (serve.images.prefill); its rows conti
 
 What a request that sets no sampling gets is the `DefaultSampling` kind: the model's recommended sampling
 (checkpoint/sampling.py; adapters take their base's), or OpenAI's defaults; `ServedModel.sampling` holds the one
-applied (None: OpenAI's).
+applied.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from openafm.runtime.cancel import CancelToken
 from openafm.runtime.draft import DraftModel
 from openafm.runtime.constrained import ll_tokenizer
 from openafm.serve.images import prefill
-from openafm.serve.protocol import Plan, RequestError
+from openafm.serve.protocol import OPENAI_SAMPLING, Plan, RequestError
 
 
 class DefaultSampling(enum.Enum):
@@ -49,7 +49,7 @@ class ServedModel:
     tokenizer: object
     kind: str                  # "model" or "adapter"
     source: str
-    sampling: RecommendedSampling | None = None     # what a request that sets none gets (None: OpenAI's defaults)
+    sampling: RecommendedSampling = OPENAI_SAMPLING     # what a request that sets no sampling gets
 
 
 class Served:
@@ -62,7 +62,7 @@ class Served:
             raise ValueError(f"model {lm.name!r} has no tokenizer: the server needs one")
         self.config = config
         self.base = lm
-        applied = lm.sampling if DefaultSampling(sampling) is DefaultSampling.MODEL else None
+        applied = lm.sampling if DefaultSampling(sampling) is DefaultSampling.MODEL and lm.sampling else OPENAI_SAMPLING
         self.models: dict[str, ServedModel] = {
             lm.name: ServedModel(lm.name, Engine(lm.model, lm.tokenizer, config, draft=draft), lm.tokenizer, "model",
                                  str(lm.source), applied)}

@@ -57,6 +57,7 @@ COMPLETION_FIELDS = {"model", "prompt", "max_tokens", "n", "stop", "seed", "stre
 DEFAULT_ONLY = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {}, "parallel_tool_calls": True,
                 "echo": False, "best_of": 1, "store": False, "suffix": None, "service_tier": "auto"}
 ROLES = {"system", "developer", "user", "assistant", "tool"}
+OPENAI_SAMPLING = RecommendedSampling(temperature=1.0, source="OpenAI's default")   # for a model that recommends none
 
 
 class _RequestTool(Tool):
@@ -132,7 +133,7 @@ def _sampling(body: dict, n: int, recommended: RecommendedSampling | None) -> li
     temperature 1 and no cut); the recommendation's top_k and min_p too, which requests cannot set here."""
     given = {"temperature": _number(body, "temperature", 0, 2), "top_p": _number(body, "top_p", 0, 1, open_low=True)}
     seed = _int(body, "seed", 0)
-    settings = recommended.settings() if recommended is not None else {"temperature": 1.0}      # OpenAI's default
+    settings = (recommended or OPENAI_SAMPLING).settings()
     settings.update({k: v for k, v in given.items() if v is not None})
     if settings["temperature"] == 0:
         return [SamplingParams()] * n      # greedy keeps the most likely token, which every cut keeps: no effect
