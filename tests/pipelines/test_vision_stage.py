@@ -19,6 +19,7 @@ from openafm.pipelines.recipe import load_recipe
 from openafm.pipelines.run import run_recipe
 from openafm.pipelines.vision import VisionData, train_config, training_pools
 from openafm.train.vision.mix import ResolutionMix
+from openafm.train.vision.questions import FixedPools, FreshQuestions
 from openafm.train.vision.tasks import Task
 from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer
 
@@ -36,7 +37,7 @@ def _recipe(tmp_path, decoder: str, **answer) -> dict:
         {"name": "align", "kind": "vision", "model": decoder, "tower": {"vision": "vision-tiny", "hidden": 16},
          "data": data, "read": {"steps": 2, "batch": 4, "tasks": TASKS, "mix": RAPID},
          "train": {"align_steps": 3, "steps": 0, "align_batch": 4, "tasks": TASKS, "mix": RAPID}, "eval": 2},
-        {"name": "answer", "kind": "vision", "from": "align", "data": data, "eval": 2,
+        {"name": "answer", "kind": "vision", "from": "align", "data": {"pool": "fresh", "absent": 0.2}, "eval": 2,
          "train": {"align_steps": 0, "steps": 2, "batch": 2, "tasks": TASKS, "mix": RAPID}, **answer}]}
 
 
@@ -52,6 +53,10 @@ def test_the_recipe_runs_end_to_end_and_installs_a_tower_tied_to_its_decoder(tmp
     assert out["steps"] == 2 and set(out["held_out_rapid"]) == {"read-digit", "count", "absent"}
     sidecar = json.loads((tmp_path / "run/stages/answer/tower.json").read_text())
     assert sidecar["command"].startswith("openafm pipeline") and sidecar["continues"] == "align"
+    assert sidecar["questions"] == {"pool": "fresh", "absent": 0.2}
+    first = json.loads((tmp_path / "run/stages/align/tower.json").read_text())["questions"]
+    assert first["pool"] == "fixed" and first["sizes"].keys() == {"read-digit", "count"}
+    assert min(first["sizes"].values()) >= 4                                       # per_task, absent ones beside
     decoder = load_model(tiny_checkpoint).model
     tower = load_tower(out["installed"], decoder_model=decoder)
     assert tower.config.vision == vision_tiny()
@@ -71,11 +76,14 @@ def _trainer(lm, config):
     return VLMTrainer(lm.model, lm.tokenizer, tower, config)
 
 
-def test_a_killed_training_continues_from_its_checkpoint_to_the_same_weights(tmp_path, tiny_checkpoint, monkeypatch):
+@pytest.mark.parametrize("pool", ["fixed", "fresh"])
+def test_a_killed_training_continues_from_its_checkpoint_to_the_same_weights(tmp_path, tiny_checkpoint, monkeypatch,
+                                                                            pool):
     lm = load_model(tiny_checkpoint)
     config = VLMTrainConfig(align_steps=3, steps=3, batch=2, align_batch=4, mix=ResolutionMix(low_rapid=1.0),
                             task_weights=((Task.READ_DIGIT, 0.5), (Task.COUNT, 0.5)))
-    pools = training_pools([Task.READ_DIGIT, Task.COUNT], VisionData(per_task=4, emoji_copies=1), 0)
+    pools = (FixedPools(training_pools([Task.READ_DIGIT, Task.COUNT], VisionData(per_task=4, emoji_copies=1), 0))
+             if pool == "fixed" else FreshQuestions(absent=0.3))
     whole = _trainer(lm, config)
     whole.train(pools)
     calls = {"n": 0}
@@ -104,7 +112,7 @@ def test_a_frozen_encoder_keeps_its_weights_through_both_phases_while_the_adapte
     """encoder: frozen keeps what a reading phase taught the encoder (the alignment warm-up at lr 2e-3 otherwise
     overwrote it: on fresh training-font renderings its emoji head fell from 67% to 9%)."""
     lm = load_model(tiny_checkpoint)
-    pools = training_pools([Task.READ_DIGIT, Task.COUNT], VisionData(per_task=4, emoji_copies=1), 0)
+    pools = FixedPools(training_pools([Task.READ_DIGIT, Task.COUNT], VisionData(per_task=4, emoji_copies=1), 0))
     for kind, encoder_moves in (("frozen", False), ("trained", True)):
         config = train_config({"align_steps": 2, "steps": 2, "batch": 2, "align_batch": 4, "encoder": kind,
                                "tasks": TASKS, "mix": RAPID}, 0, "test")
@@ -123,6 +131,8 @@ def test_a_frozen_encoder_keeps_its_weights_through_both_phases_while_the_adapte
     ({"train": {"bogus": 1}}, "unknown keys \\['bogus'\\]"),
     ({"tower": {"adapter": "lstm"}}, "tower.adapter='lstm' is not one of"),
     ({"data": {"absent": 1.0}}, "absent=1.0"),
+    ({"data": {"pool": "lukewarm"}}, "'lukewarm' is not one of"),
+    ({"data": {"pool": "fresh", "per_task": 4}}, "data \\{'per_task': 4\\} size fixed pools"),
 ])
 def test_bad_vision_stages_raise_naming_the_value(tmp_path, change, message):
     recipe = _recipe(tmp_path, "smollm2-135m-instruct")

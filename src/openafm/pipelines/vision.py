@@ -13,7 +13,9 @@
 A stage continues the tower of an earlier vision stage (`from`, same decoder) or starts one (`model` + `tower`).
 With `read` steps it first trains the encoder alone to tell the tasks' labels apart on freshly rendered images
 (ReadConfig keys; tasks and mix spelled as in train), and records what its heads read on held-out images;
-`encoder: frozen` then keeps those features through the stage (only the adapter learns).
+`encoder: frozen` then keeps those features through the stage (only the adapter learns). Its questions come from
+pools rendered once (`data: {pool: fixed, per_task, emoji_copies, absent}`, the default) or are rendered afresh for
+every batch (`data: {pool: fresh, absent}`; train/vision/questions.py).
 Its training state is checkpointed inside the stage directory, so a killed run continues where it stopped. At the
 end it scores `eval` held-out questions per task (rapid mode) and writes tower.safetensors with a sidecar (the
 command, data, steps, seconds, figures); with install_dir it also installs them as the decoder's packaged tower.
@@ -41,6 +43,7 @@ from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig
 from openafm.pipelines.kinds import StageKind
 from openafm.splits import Split
 from openafm.train.vision.mix import ResolutionMix
+from openafm.train.vision.questions import FixedPools, FreshQuestions, Pool, QuestionSource
 from openafm.train.vision.read import ReadConfig, ReadHeads, read_accuracy, train_read
 from openafm.train.vision.tasks import Task, absent_qa, chance, task_pools
 from openafm.train.vision.vlm import VLMTrainConfig, VLMTrainer, answer_questions
@@ -61,9 +64,10 @@ class TowerSpec:
 
 @dataclasses.dataclass(kw_only=True)
 class VisionData:
-    per_task: int = 1000                    # rendered training questions per task (emoji: every image, see below)
-    emoji_copies: int = 8                   # each training emoji is also placed this many - 1 times
-    absent: float = 0.15                    # absent-object questions, as a fraction of each task's pool
+    pool: Pool = Pool.FIXED                 # questions rendered once (FIXED) or afresh for every batch (FRESH)
+    per_task: int = 1000                    # FIXED: rendered training questions per task (emoji: every image, ...)
+    emoji_copies: int = 8                   # ... each training emoji also placed this many - 1 times)
+    absent: float = 0.15                    # absent-object questions, as a fraction of the questions
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -91,6 +95,11 @@ class VisionStage:
         if self.data.per_task < 1 or self.data.emoji_copies < 1 or not 0.0 <= self.data.absent < 1.0:
             raise ConfigError(f"stage {self.name!r}: data per_task={self.data.per_task} and emoji_copies="
                               f"{self.data.emoji_copies} must be >= 1 and absent={self.data.absent} in [0, 1)")
+        fixed_only = {k: getattr(self.data, k) for k in ("per_task", "emoji_copies")
+                      if getattr(self.data, k) != getattr(VisionData(), k)}
+        if self.data.pool is Pool.FRESH and fixed_only:
+            raise ConfigError(f"stage {self.name!r}: data {fixed_only} size fixed pools; pool: fresh renders every "
+                              f"question when it is drawn, so remove them (or use pool: fixed)")
         if self.tower is not None and self.tower.adapter not in {k.value for k in AdapterKind}:
             raise ConfigError(f"stage {self.name!r}: tower.adapter={self.tower.adapter!r} is not one of "
                               f"{[k.value for k in AdapterKind]}")
@@ -147,6 +156,13 @@ def _tower(stage: VisionStage, outputs: dict, dim: int) -> VisionTower:
     if stage.from_ is not None:
         return load_tower(outputs[stage.from_]["tower"]).requires_grad_(True)
     return new_tower(stage.tower, dim)
+
+
+def training_questions(tasks: list[Task], data: VisionData, seed: int) -> QuestionSource:
+    """The stage's question source (train/vision/questions.py)."""
+    if data.pool is Pool.FRESH:
+        return FreshQuestions(data.absent)
+    return FixedPools(training_pools(tasks, data, seed))
 
 
 def training_pools(tasks: list[Task], data: VisionData, seed: int) -> dict:
@@ -214,16 +230,16 @@ def run_vision(recipe, stage: VisionStage, out: Path, outputs: dict) -> dict:
     tasks = [t for t, _ in config.task_weights]
     start = time.perf_counter()
     read = read_phase(stage, tower, out, recipe.seed)
-    pools = training_pools(tasks, stage.data, recipe.seed)
+    source = training_questions(tasks, stage.data, recipe.seed)
     trainer = VLMTrainer(lm.model, lm.tokenizer, tower, config)
-    history = trainer.train(pools, log=print, checkpoint=out / STATE_FILE, every=stage.checkpoint_every)
+    history = trainer.train(source, log=print, checkpoint=out / STATE_FILE, every=stage.checkpoint_every)
     seconds = time.perf_counter() - start
     figures = held_out_figures(lm, tower, tasks, stage.eval, recipe.seed)
     last = [r["loss"] for r in history[-50:]]
     sidecar = {"command": f"openafm pipeline {recipe.source}", "stage": stage.name,
                "continues": stage.from_, "encoder_init": (stage.tower.encoder or "random") if stage.tower else f"stage {stage.from_}",
                "decoder_frozen": True, "data": dataclasses.asdict(stage.data), "tower_config": tower.config.to_dict(),
-               "pool_sizes": {t.value: len(p) for t, p in pools.items()},
+               "questions": source.describe(),
                "read": read, "train": dict(stage.train), "resolution_mix": config.resolution_note,
                "steps": len(history), "stage_seconds": round(seconds, 1),
                "step_seconds_sum": round(sum(r["seconds"] for r in history), 1),

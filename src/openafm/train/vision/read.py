@@ -37,11 +37,9 @@ from openafm.models.image_views import Resolution, image_views
 from openafm.models.vlm import VisionTower
 from openafm.splits import Split
 from openafm.train.vision.mix import ResolutionMix
-from openafm.train.vision.tasks import QA, Task, chance, chart_qa, count_qa, digit_qa, labels, placed_emoji_qa, word_qa
+from openafm.train.vision.tasks import QA, RENDER, Task, chance, labels
 
 READ_SEED = 1_000_000            # training renderings of this phase draw seeds from here up
-RENDER = {Task.NAME_EMOJI: placed_emoji_qa, Task.READ_WORD: word_qa, Task.READ_DIGIT: digit_qa,
-          Task.CHART_VALUE: chart_qa, Task.COUNT: count_qa}     # (split, n, seed) -> fresh questions
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -197,6 +197,11 @@ def absent_qa(pools: dict[Task, list[QA]], n: int, seed: int = 0) -> list[QA]:
     return out
 
 
+# task -> (split, n, seed) -> n freshly rendered questions (emoji placed at a random size and place)
+RENDER = {Task.NAME_EMOJI: placed_emoji_qa, Task.READ_WORD: word_qa, Task.READ_DIGIT: digit_qa,
+          Task.CHART_VALUE: chart_qa, Task.COUNT: count_qa}
+
+
 def chance(task: Task, k: int = N_EMOJI) -> float:
     return 1.0 / len(labels(task, k))
 

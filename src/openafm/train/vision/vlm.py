@@ -31,6 +31,7 @@ from openafm.models.vlm import IMAGE_PLACEHOLDER, VisionTower, image_marker, spl
 from openafm.nn.kv import FreshKV, KeyLayout, LayerKV
 from openafm.runtime.conversation import Conversation
 from openafm.train.vision.mix import ResolutionMix
+from openafm.train.vision.questions import QuestionSource
 from openafm.train.vision.tasks import QA, Task, is_correct, is_refusal
 
 
@@ -173,14 +174,14 @@ class VLMTrainer:
         index = {a: i for i, a in enumerate(answers)}
         return F.cross_entropy(logits, torch.tensor([index[q.answer] for q in batch]))
 
-    def _batch(self, pools: dict[Task, list[QA]], tasks, weights, full: int) -> tuple[list[QA], Resolution]:
+    def _batch(self, source: QuestionSource, tasks, weights, full: int) -> tuple[list[QA], Resolution]:
         """A task (task_weights), a mode (the resolution mix, per the first image's size) and a batch of it:
         `full` examples in rapid mode, a quarter of that (at least 2) in the others."""
         task = self.rng.choices(tasks, weights)[0]
-        first = self.rng.choice(pools[task])
+        first = source.draw(task, 1, self.rng)[0]
         mode = self.config.mix.sample(max(first.image.size), self.rng)
         n = full if mode is Resolution.RAPID else max(2, full // 4)
-        return [first] + [self.rng.choice(pools[task]) for _ in range(n - 1)], mode
+        return [first] + source.draw(task, n - 1, self.rng), mode
 
     def _step(self, opt, loss: torch.Tensor) -> None:
         opt.zero_grad(set_to_none=True)
@@ -188,14 +189,15 @@ class VLMTrainer:
         torch.nn.utils.clip_grad_norm_(self.tower.parameters(), 1.0)
         opt.step()
 
-    def train(self, pools: dict[Task, list[QA]], *, log=None, checkpoint: Path | None = None,
+    def train(self, source: QuestionSource, *, log=None, checkpoint: Path | None = None,
               every: int = 50) -> list[dict]:
         """config.align_steps contrastive warm-up steps, then config.steps answer-loss steps; each draws a task,
-        a mode and a batch. With `checkpoint`, the state (tower, optimizers, sampler, history) is written there
-        every `every` steps and a rerun continues from it. Returns one record per step."""
+        a mode and a batch from `source` (questions.FixedPools or FreshQuestions). With `checkpoint`, the state
+        (tower, optimizers, sampler, history) is written there every `every` steps and a rerun continues from it.
+        Returns one record per step."""
         c = self.config
         tasks, weights = zip(*c.task_weights)
-        answers = {t: sorted({q.answer for q in pools[t]}) for t in tasks}
+        answers = {t: source.answers(t) for t in tasks}
         done, history = self._resume(checkpoint)
         self.tower.train()
         if c.encoder is EncoderTraining.FROZEN:
@@ -209,7 +211,7 @@ class VLMTrainer:
             opt = self.align_opt if align else self.opt
             for g, base in zip(opt.param_groups, (c.lr, c.encoder_lr) if not align else (c.lr,)):
                 g["lr"] = base * scale
-            batch, mode = self._batch(pools, tasks, weights, c.align_batch if align else c.batch)
+            batch, mode = self._batch(source, tasks, weights, c.align_batch if align else c.batch)
             t0 = time.perf_counter()
             loss = self.align_loss(batch, mode, answers[batch[0].task]) if align else self.loss(batch, mode)
             self._step(opt, loss)
