@@ -17,7 +17,13 @@ setting is compared with:
     python benchmarks/vision_read.py --json --look validation --steps 1500 --every 500 \
         --weights name-emoji=0.1,read-word=0.45,read-digit=0.35,chart-value=0.05,count=0.05 --out runs/read-text
 
-Writes docs/results/vision_read.json with --json: the curve (held-out accuracy per task at each look, the mean
+`--mode balanced` trains every step in balanced mode (the 672-px overview, where a glyph is three to five 28-px
+patches tall instead of about one) and looks in it, the mode the word-reading target is read in:
+
+    python benchmarks/vision_read.py --json --look validation --n 200 --steps 400 --every 100 --batch 80 \
+        --weights read-word=1 --mode balanced --out runs/read-word-balanced
+
+Prints the result as JSON with --json (docs/results/vision_read.json was made this way): the curve (held-out accuracy per task at each look, the mean
 loss and step seconds of the last 20 steps), chance per task, 95% Wilson intervals at the last look, and the
 CPU seconds.
 """
@@ -34,10 +40,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import emit, log, parser  # noqa: E402
 from openafm.eval.report import wilson_interval  # noqa: E402
+from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.models.vision import get_vision_preset  # noqa: E402
 from openafm.models.vl_adapter import AdapterConfig, AdapterKind  # noqa: E402
 from openafm.models.vlm import PixelNorm, VisionTower, VisionTowerConfig  # noqa: E402
 from openafm.splits import Split  # noqa: E402
+from openafm.train.vision.mix import ResolutionMix  # noqa: E402
 from openafm.train.vision.read import ReadConfig, ReadHeads, read_accuracy, train_read  # noqa: E402
 from openafm.train.vision.tasks import Task, chance  # noqa: E402
 
@@ -47,6 +55,11 @@ DECODER_DIM = 576          # the default model's width (the adapter is built, no
 
 # --look -> (split, seed of the renderings, the key a look's accuracies are written under)
 LOOKS = {"heldout": (Split.HELDOUT, 0, "held_out"), "validation": (Split.TRAIN, 7, "validation")}
+# --mode -> (the steps' resolution mix, the mode a look scores in): the recipe's mix (three quarters of the steps
+# rapid, 224 px in 28-px patches: a glyph about one patch) scored in rapid mode, or every step balanced (the 672-px
+# overview: a glyph three to five patches tall; a quarter of --batch images a step) scored in balanced mode
+MODES = {"mixed": (ReadConfig().mix, Resolution.RAPID),
+         "balanced": (ResolutionMix(low_rapid=0.0, balanced_of_rest=1.0), Resolution.BALANCED)}
 
 
 def parse_weights(text: str | None) -> tuple[tuple[Task, float], ...]:
@@ -73,9 +86,10 @@ def parse_weights(text: str | None) -> tuple[tuple[Task, float], ...]:
     return tuple(pairs)
 
 
-def look(tower, heads, tasks, where: str, n: int) -> dict[str, float]:
+def look(tower, heads, tasks, where: str, n: int, mode: str = "mixed") -> dict[str, float]:
     split, seed, _ = LOOKS[where]
-    return {k: v["accuracy"] for k, v in read_accuracy(tower, heads, tasks, split, n, seed=seed).items()}
+    return {k: v["accuracy"] for k, v in read_accuracy(tower, heads, tasks, split, n, seed=seed,
+                                                       mode=MODES[mode][1]).items()}
 
 
 def evaluate(args, tower: VisionTower, width: int) -> None:
@@ -93,7 +107,8 @@ def evaluate(args, tower: VisionTower, width: int) -> None:
     heads.load_state_dict(state["heads"])
     emit({"command": "python benchmarks/vision_read.py " + " ".join(sys.argv[1:]), "evaluated": args.evaluate,
           "steps_done": state["done"], "config": state["config"], "look": args.look, "n": args.n,
-          "accuracy": look(tower, heads, tasks, args.look, args.n)}, args.json)
+          "mode": MODES[args.mode][1].value, "accuracy": look(tower, heads, tasks, args.look, args.n, args.mode)},
+         args.json)
 
 
 def main() -> None:
@@ -109,6 +124,9 @@ def main() -> None:
     p.add_argument("--look", choices=sorted(LOOKS), default="heldout",
                    help="renderings each look scores: heldout (the figures) or validation (choosing settings)")
     p.add_argument("--evaluate", metavar="READ_STATE", help="score this saved reading state once; no training")
+    p.add_argument("--mode", choices=sorted(MODES), default="mixed",
+                   help="mixed: the recipe's resolution mix, looks in rapid mode; balanced: every step and look in "
+                        "balanced mode (the 672-px overview)")
     args = p.parse_args()
     tasks = parse_weights(args.weights)
     torch.set_num_threads(args.threads)
@@ -119,7 +137,7 @@ def main() -> None:
     tower = VisionTower(VisionTowerConfig(vision=vision, adapter=AdapterConfig(
         in_dim=vision.width, out_dim=DECODER_DIM, kind=AdapterKind.PIXEL_SHUFFLE, hidden=128),
         pixel_norm=PixelNorm.PER_IMAGE))
-    config = ReadConfig(steps=args.steps, batch=args.batch, tasks=tasks)
+    config = ReadConfig(steps=args.steps, batch=args.batch, tasks=tasks, mix=MODES[args.mode][0])
     heads = ReadHeads(vision.width, config.tasks)
     if args.evaluate:
         evaluate(args, tower, vision.width)
@@ -132,7 +150,7 @@ def main() -> None:
         if any(x["step"] == until for x in looks):
             continue
         start = time.perf_counter()
-        scored = look(tower, heads, config.tasks, args.look, args.n)
+        scored = look(tower, heads, config.tasks, args.look, args.n, args.mode)
         last = history[-20:]
         looks.append({"step": until, LOOKS[args.look][2]: scored,
                       "loss_last_20": sum(r["loss"] for r in last) / len(last),
@@ -144,7 +162,8 @@ def main() -> None:
     final = looks[-1]
     chances = {t.value: chance(t) for t, _ in config.tasks}
     emit({"command": "python benchmarks/vision_read.py " + " ".join(sys.argv[1:]), "encoder": "vision-small",
-          "steps": args.steps, "batch": args.batch, "n": args.n, "threads": args.threads, "mode": "rapid",
+          "steps": args.steps, "batch": args.batch, "n": args.n, "threads": args.threads,
+          "mode": MODES[args.mode][1].value, "steps_mix": args.mode,
           "look": args.look, "weights": {t.value: w for t, w in config.tasks}, "chance": chances, "curve": looks,
           "final": {k: {"accuracy": v, "ci95": [round(x, 4) for x in wilson_interval(round(v * args.n), args.n)]}
                     for k, v in final[LOOKS[args.look][2]].items()},

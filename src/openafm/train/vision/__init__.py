@@ -6,6 +6,7 @@ against a frozen decoder, and the joint stage — built on the trainer's pieces 
     mix.py    the report's multimodal mixes: example kinds (60/10/28.5/1.5) and resolution modes
     tasks.py  image questions with exact answers: name the emoji, read the word (train / held-out splits)
     read.py   the encoder taught the tasks' labels on fresh renderings, before the adapter learns to say them
+    questions.py  where an answer stage's questions come from: pools rendered once, or fresh renderings
     vlm.py    a vision tower trained against a frozen decoder (stage 3); answers through the session path
     joint.py  the joint stage on a compact decoder: text perplexity before and after (stage 2)
 """
