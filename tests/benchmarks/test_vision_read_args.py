@@ -1,14 +1,16 @@
 """benchmarks/vision_read.py's options: task weights name tasks at most once, each with a positive weight (else a
 message naming the bad value); the validation look renders TRAIN-split images from a seed the reading phase never
-draws; --evaluate refuses --weights and a missing state by name."""
+draws; --evaluate refuses --weights and a missing state by name; --mode balanced trains and looks in balanced mode."""
 
 from __future__ import annotations
 
 import argparse
+import random
 
 import pytest
 
 from bench_modules import load_benchmark
+from openafm.models.image_views import Resolution
 from openafm.splits import Split
 from openafm.train.vision.read import READ_SEED, ReadConfig
 from openafm.train.vision.tasks import Task
@@ -49,3 +51,11 @@ def test_evaluate_refuses_weights_and_a_missing_state(tmp_path):
     args.weights = None
     with pytest.raises(SystemExit, match="read_state.pt: no such file"):
         read.evaluate(args, tower=None, width=192)
+
+
+def test_the_balanced_mode_trains_every_step_balanced_and_looks_in_it():
+    modes = load_benchmark("vision_read").MODES
+    mix, looked = modes["balanced"]
+    rng = random.Random(0)
+    assert looked is Resolution.BALANCED and {mix.sample(224, rng) for _ in range(200)} == {Resolution.BALANCED}
+    assert modes["mixed"] == (ReadConfig().mix, Resolution.RAPID)              # the recipe's, as before the option
