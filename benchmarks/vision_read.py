@@ -23,9 +23,9 @@ patches tall instead of about one) and looks in it, the mode the word-reading ta
     python benchmarks/vision_read.py --json --look validation --n 200 --steps 400 --every 100 --batch 80 \
         --weights read-word=1 --mode balanced --out runs/read-word-balanced
 
-Prints the result as JSON with --json (docs/results/vision_read.json was made this way): the curve (held-out accuracy per task at each look, the mean
-loss and step seconds of the last 20 steps), chance per task, 95% Wilson intervals at the last look, and the
-CPU seconds.
+Prints the result as JSON with --json (docs/results/vision_read.json was made this way): the curve (held-out
+accuracy per task at each look, the mean loss and step seconds of the last 20 steps), chance per task, 95% Wilson
+intervals at the last look, and the CPU seconds.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from openafm.eval.report import wilson_interval  # noqa: E402
 from openafm.eval.texts import english_text  # noqa: E402
 from openafm.models.image_views import Resolution  # noqa: E402
 from openafm.splits import Split  # noqa: E402
-from openafm.train.vision.tasks import Task, absent_qa, chance, emoji_qa, placed_emoji_qa, task_pools  # noqa: E402
+from openafm.train.vision.tasks import Task, absent_qa, chance, placed_emoji_qa, task_pools  # noqa: E402
 from openafm.train.vision.vlm import answer_questions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -68,21 +68,21 @@ def text_perplexity(model, tokenizer, n: int = 16, length: int = 256) -> float:
     return math.exp(total / count)
 
 
-def held_out_questions(n: int) -> tuple[dict, list]:
+def held_out_questions(n: int) -> tuple[dict, list, int]:
     """n held-out questions per task (emoji: the held-out style's 40 images as they come, then 80 placements of
-    them at a random size and place: the two forms training uses) and n absent-object ones."""
+    them at a random size and place: the two forms training uses), n absent-object ones, and how many of the emoji
+    questions come first unplaced."""
     held = task_pools(Split.HELDOUT, n, seed=0)
     absent = absent_qa(held, n, seed=2)                    # drawn before the placements join: the same as before them
     unplaced = held[Task.NAME_EMOJI]
     held[Task.NAME_EMOJI] = unplaced + placed_emoji_qa(Split.HELDOUT, 2 * len(unplaced), seed=0)
-    return held, absent
+    return held, absent, len(unplaced)
 
 
-def mode_figures(lm, tower, held: dict, absent: list, mode: Resolution, n: int) -> dict:
+def mode_figures(lm, tower, held: dict, absent: list, mode: Resolution, n: int, unplaced: int) -> dict:
     """Per task: accuracy with its interval, refusals on answerable questions; absent: refusal rate. Emoji, where n
-    covers the unplaced images: every held-out emoji question, and apart the unplaced ones (`name-emoji-unplaced`)."""
+    covers the `unplaced` images: every held-out emoji question, and apart the unplaced ones (`name-emoji-unplaced`)."""
     out, refused, asked = {}, 0, 0
-    unplaced = len(emoji_qa(Split.HELDOUT))
     for task, qas in held.items():
         whole = task is Task.NAME_EMOJI and n >= unplaced
         parts = [qas[:unplaced], qas[unplaced:]] if whole else [qas[:n]]
@@ -140,7 +140,7 @@ def main() -> None:
     if path is None:
         raise SystemExit(f"no vision tower for {args.model}: run `openafm pipeline recipes/vision-default.yaml`")
     tower = load_tower(path, decoder_model=lm.model)
-    held, absent = held_out_questions(args.questions)
+    held, absent, unplaced = held_out_questions(args.questions)
     probe = held[Task.READ_WORD][0]
     log("timing the modes (interleaved)")
     modes = list(Resolution)
@@ -152,7 +152,7 @@ def main() -> None:
         n = args.high_questions if m is Resolution.HIGH else args.questions
         log(f"accuracy, {m.value} mode ({n} questions per task)")
         result["modes"][m.value] = {"image_tokens": tower.tokens(m), "time_to_first_token_median": median(ttft[m.value]),
-                                    "held_out": mode_figures(lm, tower, held, absent, m, n)}
+                                    "held_out": mode_figures(lm, tower, held, absent, m, n, unplaced)}
     for key, (task, mode) in FIGURES.items():
         result[key] = result["modes"][mode.value]["held_out"][task.value]["accuracy"]
     rapid = result["modes"]["rapid"]["held_out"]

@@ -7,8 +7,10 @@
            random generator draws, so no image repeats and a resumed run draws what the killed one would have;
            each question is an absent-object one with probability `absent`
 
-A probe of the reading phase found the same thing for the encoder (train/vision/read.py: 58% from a fixed pool of
-3,000 digit images, 73% from fresh ones after the same steps): a fixed pool is learned by heart.
+Fresh images are what made the reading phase learn (train/vision/read.py: 58% from a fixed pool of 3,000 digit
+images, 73% from fresh ones after the same steps). For the answer stages they measured no better: 300 steps from the
+shipped tower on either read alike on validation, and the fixed pools were not learned by heart (training loss 1.07
+on them, 1.10 on fresh images; benchmarks/vision_answer_probe.py, docs/results/vision_answer_probe.json).
 
     source = FreshQuestions(absent=0.25)             # or FixedPools(training_pools(...))
     batch = source.draw(Task.READ_DIGIT, 8, rng)     # -> list[QA], every image new
@@ -39,6 +41,9 @@ class QuestionSource(Protocol):
 
     def answers(self, task: Task) -> list[str]:
         """Every answer a `task` question can have in this source, sorted."""
+
+    def describe(self) -> dict:
+        """What a stage's sidecar records of the source."""
 
 
 class FixedPools:
